@@ -1,0 +1,37 @@
+# robolearn: `make demo` and `make test` each do their own set-up (idempotent).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.robolearn-installed
+# Offscreen MuJoCo rendering on CPU-only machines; override with MUJOCO_GL=osmesa.
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: setup setup-bench demo test test-slow bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@bash scripts/install_system_deps.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first: the CPU build 2.13.0 satisfies the project's range, so nothing pulls CUDA.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+setup-bench: setup
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+
+demo: setup
+	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup-bench
+	$(BIN)/python -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

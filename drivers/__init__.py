@@ -1,0 +1,1 @@
+"""Hardware backends (pyserial, OpenCV) and device emulators that speak the same bytes."""

@@ -1,0 +1,1 @@
+"""Learners and networks (SAC family, encoders), export for on-robot inference."""

@@ -1,0 +1,71 @@
+"""`robolearn` console script: one verb per user activity.
+
+Each verb lives in `robolearn/commands/<verb>.py` exposing `HELP`, `add_arguments(parser)` and
+`run(args) -> int`. Modules are imported only when their verb runs, so `robolearn --help`
+stays fast and a verb's heavy imports (torch, mujoco) cost nothing to the others.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from robolearn.errors import RobolearnError
+
+# verb -> (module, one-line help). The help text lives here so --help needs no imports.
+VERBS: dict[str, tuple[str, str]] = {
+    "envs": ("robolearn.commands.envs", "list registered env IDs, one per line"),
+    "play": ("robolearn.commands.play", "step an env with random/zero/scripted actions; optional video"),
+    "algos": ("robolearn.commands.algos", "list registered learning algorithms, one per line"),
+    "train": ("robolearn.commands.train", "train a policy: --env ID --algo NAME, or a launch TOML"),
+    "eval": ("robolearn.commands.eval", "re-evaluate a checkpoint; optional video"),
+    "bench": ("robolearn.commands.bench", "benchmarks: sim | learners | loop | drivers"),
+    "actor": ("robolearn.commands.actor", "run an actor process (env + fixed-rate loop) from a launch TOML"),
+    "learner": ("robolearn.commands.learner", "run a learner process from a launch TOML"),
+    "launch": ("robolearn.commands.launch", "start learner + actor(s) from a launch TOML; Ctrl-C stops all"),
+    "keygen": ("robolearn.commands.keygen", "generate CurveZMQ key pairs for actor/learner links"),
+    "emulate": ("robolearn.commands.emulate", "start an arm or car device emulator on a pseudo-terminal"),
+    "teleop": ("robolearn.commands.teleop", "drive an env live from an input device"),
+    "record": ("robolearn.commands.record", "record teleoperated demonstration episodes to a dataset"),
+    "dataset": ("robolearn.commands.dataset", "inspect, view or export a recorded dataset"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="robolearn",
+        description="Sample-efficient robot learning: train in MuJoCo, record demos, fine-tune on hardware.",
+        epilog="Run `robolearn VERB --help` for a verb's options.",
+    )
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, (_, help_text) in VERBS.items():
+        sub.add_parser(verb, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    verb = argv[0]
+    if verb not in VERBS:
+        parser.error(f"unknown verb {verb!r}; choose from: {', '.join(VERBS)}")
+    module_name, help_text = VERBS[verb]
+    module = importlib.import_module(module_name)
+    verb_parser = argparse.ArgumentParser(prog=f"robolearn {verb}", description=getattr(module, "HELP", help_text))
+    module.add_arguments(verb_parser)
+    args = verb_parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except RobolearnError as exc:
+        print(f"robolearn {verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"robolearn {verb}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""`robolearn bench NAME`: each benchmark lives in `robolearn/bench/<name>.py` with `main(argv)`.
+
+Benchmarks report ratios against a baseline measured in the same run (never a stored figure).
+"""
+import importlib
+
+BENCHES = {
+    "sim": "env steps/s per task vs raw mujoco.mj_step on the same model",
+    "learners": "our learners vs Stable-Baselines3 SAC: return, success, updates/s (needs .[bench])",
+    "loop": "actor control-loop latency/jitter with the learner idle vs training; transport throughput",
+    "drivers": "servo-bus sync-read round trip against the emulator; achievable control rate",
+}
+HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("name", choices=sorted(BENCHES), help="which benchmark")
+    parser.add_argument("rest", nargs="...", help="options of that benchmark (see robolearn bench NAME --help)")
+
+
+def run(args) -> int:
+    module = importlib.import_module(f"robolearn.bench.{args.name}")
+    return int(module.main(args.rest) or 0)

@@ -1,0 +1,212 @@
+"""RobotEnv: a Gymnasium env made of a backend (sim or real) and a task, plus registration.
+
+Contract (relied on by learners, teleop, recording and the runtime):
+- observations are a Dict: `state` (float32 vector) and/or one uint8 HxWx3 array per camera,
+  chosen by `obs="state" | "pixels" | "both"`;
+- actions are Box(-1, 1); the task documents the mapping to physical commands;
+- `metadata["control_hz"]` is the control rate; one `step` is one control period;
+- every `info` carries `success` (bool), `t_obs` (timestamp of the observation, s) and
+  `overrun` (s the backend was late for the control period; 0 in sim).
+Bad actions (NaN/inf, wrong shape, out of [-1, 1]) raise `InvalidActionError`: a policy that
+emits garbage must be noticed, not silently clamped onto a robot.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError
+from robolearn.rewards.base import RewardSource
+from robolearn.robot import Backend
+from robolearn.tasks.base import Task
+
+OBS_MODES = ("state", "pixels", "both")
+# Actions are rejected beyond this (float32 rounding of a tanh squash stays inside it).
+ACTION_TOLERANCE = 1e-5
+
+
+class RobotEnv(gym.Env):
+    """Gymnasium env over any backend. Build it with `make_task_env` or `gymnasium.make`."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10, "control_hz": 10.0}
+
+    def __init__(
+        self,
+        task: Task,
+        obs: str = "state",
+        render_mode: str | None = None,
+        reward_source: RewardSource | None = None,
+        render_size: tuple[int, int] = (240, 320),
+    ):
+        check_obs_mode(obs)
+        if render_mode not in (None, "rgb_array"):
+            raise ConfigError(f"render_mode={render_mode!r}: only None or 'rgb_array' is supported")
+        self.task = task
+        self.backend: Backend = task.backend
+        self.obs_mode = obs
+        self.render_mode = render_mode
+        self.reward_source = reward_source
+        self.render_size = render_size
+        hz = task.control_hz
+        self.metadata = {**RobotEnv.metadata, "control_hz": hz, "render_fps": int(round(hz))}
+        self.action_space = task.action_space
+        spaces: dict[str, gym.Space] = {}
+        if obs in ("state", "both"):
+            spaces["state"] = task.state_space
+        if obs in ("pixels", "both"):
+            if not self.backend.cameras:
+                raise ConfigError(f"obs={obs!r} needs cameras, but this backend has none")
+            for name, cam in self.backend.cameras.items():
+                spaces[name] = gym.spaces.Box(0, 255, shape=cam.shape, dtype=np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self._closed = False
+        self._needs_reset = True
+        self._last_obs: dict[str, np.ndarray] | None = None
+
+    # ----------------------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self._check_open()
+        super().reset(seed=seed)
+        info = dict(self.task.reset(self.np_random))
+        if self.reward_source is not None:
+            self.reward_source.reset()
+        obs, t_obs = self._observe()
+        self._needs_reset = False
+        info.setdefault("success", False)
+        info.update(t_obs=t_obs, overrun=0.0)
+        return obs, info
+
+    def step(self, action):
+        self._check_open()
+        if self._needs_reset:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        action = self.validate_action(action)
+        info = dict(self.task.apply_action(action))
+        overrun = self.backend.robot.advance(1.0 / self.task.control_hz)
+        obs, t_obs = self._observe()
+        ev = self.task.evaluate()
+        reward, success = float(ev.reward), bool(ev.success)
+        info.update(ev.info)
+        if self.reward_source is not None:
+            reward, success = self.reward_source(obs, {**info, "task_success": success})
+            reward, success = float(reward), bool(success)
+        info.update(success=success, t_obs=t_obs, overrun=float(overrun or 0.0))
+        return obs, reward, bool(ev.terminated), False, info
+
+    def render(self):
+        self._check_open()
+        if self.render_mode != "rgb_array":
+            return None
+        render = getattr(self.backend.privileged, "render", None)
+        if render is not None:
+            return render(*self.render_size)
+        if self.backend.cameras:
+            return next(iter(self.backend.cameras.values())).read().image
+        return None
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.backend.robot.safe_stop()
+        finally:
+            self.backend.close()
+
+    @property
+    def sim(self):
+        """The simulator handle (`model`, `data`, `n_substeps`, `render`) or None on hardware."""
+        return self.backend.privileged
+
+    def scripted_controller(self):
+        """The task's scripted controller (IK reacher, pure pursuit...) bound to this env."""
+        return self.task.scripted_controller(self)
+
+    # ----------------------------------------------------------------------------- helpers
+    def validate_action(self, action) -> np.ndarray:
+        """Return the action as float64 of the right shape, or raise InvalidActionError."""
+        try:
+            a = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidActionError(f"action {action!r} is not numeric: {exc}") from None
+        shape = self.action_space.shape
+        if a.shape != shape:
+            raise InvalidActionError(f"action has shape {a.shape}, expected {shape}")
+        if not np.all(np.isfinite(a)):
+            bad = np.flatnonzero(~np.isfinite(a)).tolist()
+            raise InvalidActionError(f"action has NaN/inf at indices {bad}: {a.tolist()}")
+        lo, hi = self.action_space.low, self.action_space.high
+        if np.any(a < lo - ACTION_TOLERANCE) or np.any(a > hi + ACTION_TOLERANCE):
+            bad = np.flatnonzero((a < lo - ACTION_TOLERANCE) | (a > hi + ACTION_TOLERANCE)).tolist()
+            raise InvalidActionError(
+                f"action out of range [-1, 1] at indices {bad}: {a.tolist()} "
+                "(squash or clip in the policy; the env does not clamp silently)")
+        return np.clip(a, lo, hi)
+
+    def _observe(self) -> tuple[dict[str, np.ndarray], float]:
+        obs: dict[str, np.ndarray] = {}
+        t_obs = self.backend.robot.read().stamp if hasattr(self.backend.robot, "read") else 0.0
+        if "state" in self.observation_space.spaces:
+            obs["state"] = np.asarray(self.task.state(), dtype=np.float32)
+        for name in self.observation_space.spaces:
+            if name != "state":
+                obs[name] = self.backend.cameras[name].read().image
+        self._last_obs = obs
+        return obs, float(t_obs)
+
+    def _check_open(self):
+        if self._closed:
+            raise EnvClosedError("this env was closed; make a new one with gymnasium.make(...)")
+
+
+# ------------------------------------------------------------------------------ factories
+def check_obs_mode(obs: str) -> None:
+    if obs not in OBS_MODES:
+        raise ConfigError(f"obs={obs!r}: choose one of {', '.join(OBS_MODES)}")
+
+
+def check_control_hz(control_hz: float, max_hz: float = 1000.0) -> float:
+    try:
+        hz = float(control_hz)
+    except (TypeError, ValueError):
+        raise ConfigError(f"control_hz={control_hz!r} is not a number") from None
+    if not np.isfinite(hz) or hz <= 0 or hz > max_hz:
+        raise ConfigError(f"control_hz={control_hz!r}: must be in (0, {max_hz}]")
+    return hz
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}: choose one of {', '.join(map(repr, choices))}")
+    return value
+
+
+# ---------------------------------------------------------------------------- registration
+# Each module's `register()` calls gymnasium.register with string entry points, so importing
+# robolearn stays cheap. New env families add their module here.
+ENV_MODULES = ("robolearn.tasks.arm", "robolearn.tasks.car", "robolearn.sim.dmc")
+
+
+def register_all() -> None:
+    for mod in ENV_MODULES:
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:  # a family not built yet (development only)
+            if exc.name == mod:
+                continue
+            raise
+        module.register()
+
+
+def registered_ids() -> list[str]:
+    """Env IDs in the `robolearn/` namespace, sorted."""
+    register_all()
+    return sorted(k for k in gym.registry if k.startswith("robolearn/"))
+
+
+def register_once(env_id: str, entry_point: str | Callable, **kwargs) -> None:
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=entry_point, **kwargs)

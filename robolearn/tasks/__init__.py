@@ -1,0 +1,1 @@
+"""Task definitions: reward source, success, termination, reset controller."""

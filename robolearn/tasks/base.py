@@ -1,0 +1,76 @@
+"""What a task is: reward source + success test + termination + reset controller over a backend.
+
+A task never cares whether its backend is simulated: it reads `backend.robot` through the
+`Arm`/`Car` protocols and uses `backend.privileged` (the simulator) only for ground-truth
+rewards and resets, falling back to a `RewardSource` / reset controller on hardware.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from robolearn.robot import Backend
+
+
+@dataclass
+class Evaluation:
+    """The task's verdict on the current state, computed once per step."""
+
+    reward: float
+    success: bool
+    terminated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """Subclass per task. The env calls: reset -> (apply_action -> advance -> state/evaluate)*."""
+
+    #: control rate used when the user does not pass `control_hz`
+    default_control_hz: float = 10.0
+
+    def __init__(self, backend: Backend, control_hz: float):
+        self.backend = backend
+        self.control_hz = float(control_hz)
+
+    @property
+    @abstractmethod
+    def action_space(self) -> gym.spaces.Box:
+        """Always Box(-1, 1): the env documents the mapping to physical commands."""
+
+    @property
+    @abstractmethod
+    def state_space(self) -> gym.spaces.Box:
+        """float32 vector space of the `state` observation."""
+
+    @abstractmethod
+    def reset(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Run the reset controller and sample the episode's goal; return info to report."""
+
+    @abstractmethod
+    def apply_action(self, action: np.ndarray) -> dict[str, Any]:
+        """Send the normalised action to the backend (no time passes); return info to report
+        (e.g. whether a workspace bound was hit)."""
+
+    @abstractmethod
+    def state(self) -> np.ndarray:
+        """The float32 `state` observation (no privileged information on hardware)."""
+
+    @abstractmethod
+    def evaluate(self) -> Evaluation:
+        """Reward, success and termination for the state just reached."""
+
+    def scripted_controller(self, env) -> "Controller":
+        """A scripted policy that solves this task (used by tests, teleop and demo collection)."""
+        raise NotImplementedError(f"{type(self).__name__} has no scripted controller")
+
+
+class Controller(Protocol):
+    """A scripted policy (IK reacher, pure pursuit, ...). Teleop and tests reuse these, so
+    they act from the env itself (they may use privileged sim state) not only from obs."""
+
+    def reset(self) -> None: ...
+    def act(self, obs: dict[str, np.ndarray]) -> np.ndarray: ...

@@ -1,0 +1,1 @@
+"""MuJoCo backends and assets (arm, RC car), dm_control adapter, domain randomization."""
