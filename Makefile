@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.robolearn-installed
 # Offscreen MuJoCo rendering on CPU-only machines; override with MUJOCO_GL=osmesa.
 export MUJOCO_GL ?= egl
-export PYOPENGL_PLATFORM ?= egl
+export PYOPENGL_PLATFORM ?= $(MUJOCO_GL)
 
 .PHONY: setup setup-bench demo test test-slow bench clean
 

@@ -128,23 +128,7 @@ class RobotEnv(gym.Env):
     # ----------------------------------------------------------------------------- helpers
     def validate_action(self, action) -> np.ndarray:
         """Return the action as float64 of the right shape, or raise InvalidActionError."""
-        try:
-            a = np.asarray(action, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise InvalidActionError(f"action {action!r} is not numeric: {exc}") from None
-        shape = self.action_space.shape
-        if a.shape != shape:
-            raise InvalidActionError(f"action has shape {a.shape}, expected {shape}")
-        if not np.all(np.isfinite(a)):
-            bad = np.flatnonzero(~np.isfinite(a)).tolist()
-            raise InvalidActionError(f"action has NaN/inf at indices {bad}: {a.tolist()}")
-        lo, hi = self.action_space.low, self.action_space.high
-        if np.any(a < lo - ACTION_TOLERANCE) or np.any(a > hi + ACTION_TOLERANCE):
-            bad = np.flatnonzero((a < lo - ACTION_TOLERANCE) | (a > hi + ACTION_TOLERANCE)).tolist()
-            raise InvalidActionError(
-                f"action out of range [-1, 1] at indices {bad}: {a.tolist()} "
-                "(squash or clip in the policy; the env does not clamp silently)")
-        return np.clip(a, lo, hi)
+        return validate_action(action, self.action_space)
 
     def _observe(self) -> tuple[dict[str, np.ndarray], float]:
         obs: dict[str, np.ndarray] = {}
@@ -163,6 +147,31 @@ class RobotEnv(gym.Env):
 
 
 # ------------------------------------------------------------------------------ factories
+def validate_action(action, space: gym.spaces.Box) -> np.ndarray:
+    """Return `action` as float64 of `space`'s shape, or raise InvalidActionError.
+
+    Module-level so every env and action wrapper (dm_control adapter, latency) rejects bad
+    actions the same way `RobotEnv` does.
+    """
+    try:
+        a = np.asarray(action, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidActionError(f"action {action!r} is not numeric: {exc}") from None
+    shape = space.shape
+    if a.shape != shape:
+        raise InvalidActionError(f"action has shape {a.shape}, expected {shape}")
+    if not np.all(np.isfinite(a)):
+        bad = np.flatnonzero(~np.isfinite(a)).tolist()
+        raise InvalidActionError(f"action has NaN/inf at indices {bad}: {a.tolist()}")
+    lo, hi = space.low, space.high
+    if np.any(a < lo - ACTION_TOLERANCE) or np.any(a > hi + ACTION_TOLERANCE):
+        bad = np.flatnonzero((a < lo - ACTION_TOLERANCE) | (a > hi + ACTION_TOLERANCE)).tolist()
+        raise InvalidActionError(
+            f"action out of range [-1, 1] at indices {bad}: {a.tolist()} "
+            "(squash or clip in the policy; the env does not clamp silently)")
+    return np.clip(a, lo, hi)
+
+
 def check_obs_mode(obs: str) -> None:
     if obs not in OBS_MODES:
         raise ConfigError(f"obs={obs!r}: choose one of {', '.join(OBS_MODES)}")

@@ -1,0 +1,48 @@
+"""Teleoperation: input devices -> env actions, and intervention switching.
+
+`make_device(name, env)` builds one of `DEVICES`; hardware libraries (evdev, hidapi, the servo
+bus driver) are imported only by the device that needs them.
+"""
+from __future__ import annotations
+
+from robolearn.errors import ConfigError
+from robolearn.teleop.base import EVENTS, Device, DeviceCommand, DeviceNotFoundError
+
+DEVICES = ("keyboard", "scripted", "gamepad", "spacemouse", "leader")
+
+__all__ = ["DEVICES", "EVENTS", "Device", "DeviceCommand", "DeviceNotFoundError", "make_device"]
+
+
+def make_device(name: str, env, **config) -> Device:
+    """Build device `name` for `env`; keyword args go to that device's config dataclass."""
+    import numpy as np
+
+    dim = int(np.prod(env.action_space.shape))
+    if name == "keyboard":
+        from robolearn.teleop.keyboard import KeyboardConfig, KeyboardDevice
+        if "absolute_dims" not in config and hasattr(getattr(env.unwrapped, "task", None), "action_mode"):
+            config["absolute_dims"] = (dim - 1,)  # arm envs: the last dim is the absolute gripper
+        return KeyboardDevice(dim, _config(KeyboardConfig, config, name))
+    if name == "scripted":
+        from robolearn.teleop.scripted import ScriptedConfig, ScriptedDevice
+        return ScriptedDevice(env, _config(ScriptedConfig, config, name))
+    if name == "gamepad":
+        from robolearn.teleop.gamepad import GamepadConfig, GamepadDevice
+        return GamepadDevice(dim, _config(GamepadConfig, config, name))
+    if name == "spacemouse":
+        from robolearn.teleop.spacemouse import SpaceMouseConfig, SpaceMouseDevice
+        return SpaceMouseDevice(dim, _config(SpaceMouseConfig, config, name))
+    if name == "leader":
+        from robolearn.teleop.leader import LeaderArmConfig, LeaderArmDevice
+        return LeaderArmDevice(env, _config(LeaderArmConfig, config, name))
+    raise ConfigError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
+
+
+def _config(cls, kwargs: dict, name: str):
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(kwargs) - fields)
+    if unknown:
+        raise ConfigError(f"{name} device has no option(s) {unknown}; options: {sorted(fields)}")
+    return cls(**kwargs)

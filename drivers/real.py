@@ -1,0 +1,130 @@
+"""Real-hardware backends: what tasks call when `backend="real"`.
+
+    make_arm_backend(port, camera=None, image_size=(84, 84), calibration=None, ...) -> Backend
+    make_car_backend(port, camera=None, image_size=(84, 84), ...) -> Backend
+
+Both return `Backend(kind="real", privileged=None)`: no simulator, so tasks take their reward
+from kinematics (arm reach) or a `RewardSource`. `camera` is None, one source (device index,
+URL or video file; named "front") or a dict {name: source}.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from robolearn.errors import ConfigError
+from robolearn.robot import ArmSpec, Backend, CarSpec
+
+
+def _cameras(camera, image_size, camera_options: dict | None) -> dict:
+    from robolearn.drivers.camera import OpenCVCamera
+
+    if camera is None:
+        return {}
+    sources = camera if isinstance(camera, dict) else {"front": camera}
+    cams = {}
+    try:
+        for name, src in sources.items():
+            cams[name] = OpenCVCamera(src, name=name, image_size=image_size, **(camera_options or {}))
+    except Exception:
+        for c in cams.values():
+            c.close()
+        raise
+    return cams
+
+
+def default_arm_spec() -> ArmSpec:
+    """The sim arm's spec (same joint order and limits), read from its MJCF."""
+    from robolearn.sim.arm import arm_spec, load_arm_model
+
+    return arm_spec(load_arm_model())
+
+
+def default_car_spec() -> CarSpec:
+    """The sim car's geometry and limits (mass nominal: the real car is weighed, not modelled)."""
+    try:
+        from robolearn.sim.car import MAX_SPEED, MAX_STEER, WHEELBASE
+        return CarSpec(wheelbase=WHEELBASE, max_steer=MAX_STEER, max_speed=MAX_SPEED, mass=4.0)
+    except ImportError:
+        from robolearn.drivers.emulator_car import DEFAULT_SPEC
+        return DEFAULT_SPEC
+
+
+def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=None,
+                     baudrate: int = 1_000_000, spec: ArmSpec | None = None,
+                     timeout: float = 0.02, retries: int = 2, write_limits: bool = True,
+                     safety_options: dict | None = None, camera_options: dict | None = None,
+                     **kw) -> Backend:
+    """Servo arm on `port`. calibration: None (horns at centre tick), a JSON path or a
+    `Calibration`. safety_options: kwargs for `ArmSafety` (tolerance, velocity_margin,
+    workspace, stale_after)."""
+    from robolearn.drivers.arm import ServoArm
+    from robolearn.drivers.calibration import Calibration
+    from robolearn.drivers.safety import ArmSafety
+    from robolearn.drivers.servo_bus import ServoBus
+
+    if kw:
+        raise ConfigError(f"unknown real arm option(s) {sorted(kw)}; accepted: calibration, baudrate, "
+                          "spec, timeout, retries, write_limits, safety_options, camera_options")
+    if not port:
+        raise ConfigError("backend='real' needs port= (the servo bus, e.g. /dev/ttyACM0)")
+    spec = spec or default_arm_spec()
+    names = list(spec.joint_names) + ["gripper"]
+    g_lo, g_hi = sorted((spec.gripper_closed, spec.gripper_open))
+    if calibration is None:
+        cal = Calibration.default(names, list(spec.lower) + [g_lo], list(spec.upper) + [g_hi])
+    elif isinstance(calibration, Calibration):
+        cal = Calibration.from_dict(calibration.to_dict(), source="<Calibration>", required=names)
+    elif isinstance(calibration, (str, Path)):
+        cal = Calibration.load(calibration, required=names)
+    else:
+        raise ConfigError(f"calibration={calibration!r}: give None, a JSON file path or a Calibration")
+    safety = ArmSafety(spec.joint_names, spec.lower, spec.upper, spec.max_velocity,
+                       gripper_range=(g_lo, g_hi), **(safety_options or {}))
+    bus = ServoBus(port, baudrate=baudrate, timeout=timeout, retries=retries)
+    try:
+        arm = ServoArm(bus, spec, cal, safety=safety, write_limits=write_limits)
+    except Exception:
+        bus.close()
+        raise
+    try:
+        cams = _cameras(camera, image_size, camera_options)
+    except Exception:
+        arm.close()
+        raise
+    return Backend(robot=arm, cameras=cams, privileged=None, kind="real")
+
+
+def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int = 115_200,
+                     timeout_ms: int | None = None, telemetry_period_ms: int | None = None,
+                     spec: CarSpec | None = None, max_throttle: float = 1.0,
+                     stale_after: float = 0.25, camera_options: dict | None = None,
+                     **kw) -> Backend:
+    """Car controller on `port`. timeout_ms: firmware failsafe (no command -> neutral);
+    max_throttle: cap enforced by the safety supervisor; stale_after: telemetry watchdog (s)."""
+    from robolearn.drivers import car_protocol as cp
+    from robolearn.drivers.car import SerialCar
+    from robolearn.drivers.safety import CarSafety
+
+    if kw:
+        raise ConfigError(f"unknown real car option(s) {sorted(kw)}; accepted: baudrate, timeout_ms, "
+                          "telemetry_period_ms, spec, max_throttle, stale_after, camera_options")
+    if not port:
+        raise ConfigError("backend='real' needs port= (the car controller, e.g. /dev/ttyACM0)")
+    spec = spec or default_car_spec()
+    timeout_ms = cp.DEFAULT_TIMEOUT_MS if timeout_ms is None else int(timeout_ms)
+    period = cp.DEFAULT_TELEMETRY_PERIOD_MS if telemetry_period_ms is None else int(telemetry_period_ms)
+    if not 10 <= timeout_ms <= 5000:
+        raise ConfigError(f"timeout_ms={timeout_ms}: choose 10..5000 ms (the failsafe delay)")
+    if not 1 <= period <= 1000:
+        raise ConfigError(f"telemetry_period_ms={period}: choose 1..1000 ms")
+    if not 0 < max_throttle <= 1:
+        raise ConfigError(f"max_throttle={max_throttle}: choose a cap in (0, 1]")
+    safety = CarSafety(max_steer=spec.max_steer, max_throttle=max_throttle, stale_after=stale_after)
+    car = SerialCar(port, spec, baudrate=baudrate, timeout_ms=timeout_ms,
+                    telemetry_period_ms=period, safety=safety)
+    try:
+        cams = _cameras(camera, image_size, camera_options)
+    except Exception:
+        car.close()
+        raise
+    return Backend(robot=car, cameras=cams, privileged=None, kind="real")

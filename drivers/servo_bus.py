@@ -1,0 +1,232 @@
+"""Feetech bus driver over pyserial: one object per USB-TTL adapter.
+
+Why its own module: every failure of the wire (silence, noise, unplug) must turn into a
+specific, bounded-time exception here, so nothing above (arm, env, runtime) ever hangs on a
+servo. Each transaction has a deadline; a reply that is missing or fails its checksum is
+retried `retries` times, then reported naming the servo ID.
+"""
+from __future__ import annotations
+
+import select
+import termios
+import time
+
+import serial
+
+# what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
+IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
+
+from robolearn.drivers import feetech as ft
+from robolearn.errors import DeviceDisconnectedError, DeviceError
+
+
+class ServoTimeoutError(DeviceError):
+    """A servo did not answer within the deadline (after retries)."""
+
+    def __init__(self, message: str, ids: list[int]):
+        super().__init__(message)
+        self.ids = ids
+
+
+class ServoChecksumError(DeviceError):
+    """A servo answered, but every attempt arrived corrupted (noise, wrong baud, bad cable)."""
+
+    def __init__(self, message: str, ids: list[int]):
+        super().__init__(message)
+        self.ids = ids
+
+
+class ServoStatusError(DeviceError):
+    """A servo reported an error bit (overload, overheat, voltage, angle limit)."""
+
+
+class ServoBus:
+    """Half-duplex Feetech bus. Positions are raw ticks here; radians live in `calibration`.
+
+    timeout: seconds to wait for one reply (a whole sync-read round) before retrying.
+    retries: extra attempts after the first; worst case per call = (retries+1) * timeout.
+    """
+
+    def __init__(self, port: str, baudrate: int = 1_000_000, timeout: float = 0.02,
+                 retries: int = 2):
+        self.port = port
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.parser = ft.PacketParser()
+        self.stats = {"retries": 0, "bad_checksums": 0, "transactions": 0}
+        try:
+            self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, write_timeout=0.5)
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise DeviceError(
+                f"cannot open servo bus port {port!r}: {exc}. Check the path (ls /dev/ttyUSB* "
+                "/dev/ttyACM*), that no other program holds it, and that your user is in the "
+                "'dialout' group.") from None
+        self._closed = False
+
+    # ------------------------------------------------------------------------ raw I/O
+    def _write(self, data: bytes) -> None:
+        self._check_open()
+        try:
+            self.ser.reset_input_buffer()
+            self.parser.clear()
+            self.ser.write(data)
+        except IO_ERRORS as exc:
+            raise self._disconnected(exc) from None
+
+    def _read_some(self, until: float) -> bytes:
+        # select ourselves: changing pyserial's timeout re-runs tcsetattr on every call
+        try:
+            ready, _, _ = select.select([self.ser.fileno()], [], [], max(0.0, until - time.monotonic()))
+            if not ready:
+                return b""
+            return self.ser.read(max(1, self.ser.in_waiting))
+        except IO_ERRORS as exc:
+            raise self._disconnected(exc) from None
+
+    def _disconnected(self, exc: Exception) -> DeviceDisconnectedError:
+        return DeviceDisconnectedError(
+            f"servo bus {self.port!r} disconnected ({exc}). Check the USB cable and servo "
+            "power, then restart; the arm's torque state is unknown until reconnected.")
+
+    def _check_open(self):
+        if self._closed:
+            raise DeviceError(f"servo bus {self.port!r} is closed; open a new ServoBus")
+
+    def _transact(self, packet: bytes, expect_ids: list[int], what: str) -> dict[int, ft.Packet]:
+        """Send `packet`, collect one status packet per ID in `expect_ids`, retrying."""
+        self.stats["transactions"] += 1
+        got: dict[int, ft.Packet] = {}
+        corrupted: set[int] = set()
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.stats["retries"] += 1
+            got.clear()
+            bad_before = self.parser.bad_checksums
+            self._write(packet)
+            deadline = time.monotonic() + self.timeout
+            while len(got) < len(expect_ids) and time.monotonic() < deadline:
+                for pkt in self.parser.feed(self._read_some(deadline)):
+                    if pkt.id in expect_ids:
+                        got[pkt.id] = pkt
+            bad = self.parser.bad_checksums - bad_before
+            self.stats["bad_checksums"] += bad
+            missing = [i for i in expect_ids if i not in got]
+            if not missing:
+                break
+            if bad:
+                corrupted.update(missing)
+        missing = [i for i in expect_ids if i not in got]
+        if missing:
+            tries = self.retries + 1
+            if corrupted & set(missing):
+                raise ServoChecksumError(
+                    f"{what}: replies from servo ID(s) {missing} on {self.port} failed the "
+                    f"checksum on {tries} attempts. Check the baud rate, the cable and the "
+                    "servo power supply (noise on the data line).", missing)
+            raise ServoTimeoutError(
+                f"{what}: servo ID(s) {missing} on {self.port} did not answer within "
+                f"{self.timeout * 1e3:.0f} ms ({tries} attempts). Check that the servo is "
+                "powered, its ID, and the daisy-chain cable to it.", missing)
+        for sid, pkt in got.items():
+            if pkt.code & ~ft.ERR_ANGLE:     # angle-limit bit is informative, not fatal
+                raise ServoStatusError(
+                    f"{what}: servo {sid} on {self.port} reports error 0x{pkt.code:02x} "
+                    f"({ft.describe_error(pkt.code)}). Reduce load / let it cool / check supply, "
+                    "then re-enable torque.")
+        return got
+
+    # ------------------------------------------------------------------------ commands
+    def ping(self, servo_id: int) -> bool:
+        try:
+            self._transact(ft.ping(servo_id), [servo_id], f"ping {servo_id}")
+            return True
+        except ServoTimeoutError:
+            return False
+
+    def scan(self, ids=range(0, 20)) -> list[int]:
+        return [i for i in ids if self.ping(i)]
+
+    def read_register(self, servo_id: int, reg: ft.Register) -> int:
+        got = self._transact(ft.read(servo_id, reg.address, reg.size), [servo_id],
+                             f"read {reg.name} of servo {servo_id}")
+        params = got[servo_id].params
+        if len(params) != reg.size:
+            raise DeviceError(f"servo {servo_id} returned {len(params)} bytes for {reg.name}, "
+                              f"expected {reg.size}; is it an STS-series servo?")
+        return ft.decode_value(params, reg.sign_bit)
+
+    def write_register(self, servo_id: int, reg: ft.Register, value: int) -> None:
+        """Acknowledged write (the servo answers with a status packet)."""
+        self._transact(ft.write(servo_id, reg.address, ft.encode_value(value, reg.size, reg.sign_bit)),
+                       [servo_id], f"write {reg.name}={value} to servo {servo_id}")
+
+    def sync_read(self, ids: list[int], reg: ft.Register) -> dict[int, int]:
+        got = self._transact(ft.sync_read(list(ids), reg.address, reg.size), list(ids),
+                             f"sync read {reg.name}")
+        out = {}
+        for sid in ids:
+            params = got[sid].params
+            if len(params) != reg.size:
+                raise DeviceError(f"servo {sid} returned {len(params)} bytes for {reg.name}, "
+                                  f"expected {reg.size}")
+            out[sid] = ft.decode_value(params, reg.sign_bit)
+        return out
+
+    def sync_read_block(self, ids: list[int], first: ft.Register, last: ft.Register) -> dict[int, dict[str, int]]:
+        """One sync read covering registers first..last (e.g. position, speed, load)."""
+        start, stop = first.address, last.address + last.size
+        got = self._transact(ft.sync_read(list(ids), start, stop - start), list(ids),
+                             f"sync read {first.name}..{last.name}")
+        regs = [r for r in ft.REGISTERS.values() if start <= r.address and r.address + r.size <= stop]
+        out = {}
+        for sid in ids:
+            params = got[sid].params
+            if len(params) != stop - start:
+                raise DeviceError(f"servo {sid} returned {len(params)} bytes, expected {stop - start}")
+            out[sid] = {r.name: ft.decode_value(params[r.address - start:r.address - start + r.size],
+                                                r.sign_bit) for r in regs}
+        return out
+
+    def sync_write(self, reg: ft.Register, values: dict[int, int]) -> None:
+        """Unacknowledged broadcast write (no status replies by protocol): one packet per tick."""
+        data = {sid: ft.encode_value(v, reg.size, reg.sign_bit) for sid, v in values.items()}
+        self._check_open()
+        try:
+            self.ser.write(ft.sync_write(reg.address, data))
+        except IO_ERRORS as exc:
+            raise self._disconnected(exc) from None
+
+    # ------------------------------------------------------------------- conveniences
+    def read_positions(self, ids: list[int]) -> dict[int, int]:
+        return self.sync_read(ids, ft.PRESENT_POSITION)
+
+    def write_positions(self, ticks: dict[int, int]) -> None:
+        self.sync_write(ft.GOAL_POSITION, ticks)
+
+    def set_torque(self, ids: list[int], enabled: bool) -> None:
+        for sid in ids:
+            self.write_register(sid, ft.TORQUE_ENABLE, 1 if enabled else 0)
+
+    def set_limits(self, servo_id: int, min_ticks: int, max_ticks: int) -> None:
+        """Write the EEPROM angle limits (unlock, write both, lock again)."""
+        if not 0 <= min_ticks < max_ticks <= ft.MAX_TICK:
+            raise ValueError(f"servo {servo_id}: limits {min_ticks}..{max_ticks} must satisfy "
+                             f"0 <= min < max <= {ft.MAX_TICK}")
+        self.write_register(servo_id, ft.LOCK, 0)
+        self.write_register(servo_id, ft.MIN_ANGLE_LIMIT, min_ticks)
+        self.write_register(servo_id, ft.MAX_ANGLE_LIMIT, max_ticks)
+        self.write_register(servo_id, ft.LOCK, 1)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.ser.close()
+            except IO_ERRORS:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

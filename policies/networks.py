@@ -1,0 +1,156 @@
+"""MLPs, the critic ensemble and the squashed-Gaussian actor of the SAC family.
+
+Why batched weights: REDQ/RLPD train 10 critics per update. Storing the ensemble as stacked
+weights (E, in, out) makes every layer ONE `baddbmm` over the ensemble axis instead of a Python
+loop over E networks, so a 10-critic update costs a few times a 2-critic one, not 10x.
+Members stay independent: own initialisation, own LayerNorm affine, own dropout masks, own
+batch-renorm statistics.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robolearn.policies.batchrenorm import EnsembleBatchRenorm
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class EnsembleLinear(nn.Module):
+    """E independent linear layers applied as one batched matmul: (E, B, in) -> (E, B, out)."""
+
+    def __init__(self, ensemble_size: int, in_features: int, out_features: int):
+        super().__init__()
+        self.ensemble_size, self.in_features, self.out_features = ensemble_size, in_features, out_features
+        self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(ensemble_size, 1, out_features))
+        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default init, per member
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:  # the same input for every member (first layer)
+            x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over features with a separate affine per ensemble member."""
+
+    def __init__(self, ensemble_size: int, num_features: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(ensemble_size, 1, num_features))
+        self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, num_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+
+
+class Dropout(nn.Module):
+    """Dropout drawing its mask from an explicit torch.Generator (so resumed runs replay the
+    same masks; `nn.Dropout` uses the global RNG)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = float(p)
+        self.generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand(x.shape, generator=self.generator, device=x.device, dtype=x.dtype) >= self.p
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
+class EnsembleMLP(nn.Module):
+    """E MLPs in one. Hidden layer: Linear -> [Dropout] -> [LayerNorm] -> ReLU -> [BatchRenorm]
+    (DroQ's order for dropout+LN; CrossQ's Dense -> act -> BRN, plus a BRN on the input)."""
+
+    def __init__(self, ensemble_size: int, in_dim: int, hidden: tuple[int, ...], out_dim: int,
+                 dropout: float = 0.0, layer_norm: bool = False, batch_renorm: bool = False,
+                 renorm_momentum: float = 0.01, renorm_warmup: int = 100_000):
+        super().__init__()
+        self.ensemble_size = ensemble_size
+        brn = dict(momentum=renorm_momentum, warmup_steps=renorm_warmup)
+        layers: list[nn.Module] = []
+        if batch_renorm:
+            layers.append(EnsembleBatchRenorm(ensemble_size, in_dim, **brn))
+        d = in_dim
+        for h in hidden:
+            layers.append(EnsembleLinear(ensemble_size, d, h))
+            if dropout > 0:
+                layers.append(Dropout(dropout))
+            if layer_norm:
+                layers.append(EnsembleLayerNorm(ensemble_size, h))
+            layers.append(nn.ReLU(inplace=True))
+            if batch_renorm:
+                layers.append(EnsembleBatchRenorm(ensemble_size, h, **brn))
+            d = h
+        layers.append(EnsembleLinear(ensemble_size, d, out_dim))
+        self.net = nn.Sequential(*layers)
+
+    def set_generator(self, generator: torch.Generator) -> None:
+        for m in self.modules():
+            if isinstance(m, Dropout):
+                m.generator = generator
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2 and isinstance(self.net[0], EnsembleBatchRenorm):
+            x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
+        return self.net(x)
+
+
+class Critic(nn.Module):
+    """Q ensemble: (features (B, F), action (B, A)) -> Q values (E, B)."""
+
+    def __init__(self, feature_dim: int, action_dim: int, num_critics: int, hidden: tuple[int, ...],
+                 **mlp_options):
+        super().__init__()
+        self.num_critics = num_critics
+        self.mlp = EnsembleMLP(num_critics, feature_dim + action_dim, hidden, 1, **mlp_options)
+
+    def forward(self, feat: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([feat, action], dim=-1)).squeeze(-1)
+
+
+def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    d = in_dim
+    for h in hidden:
+        layers += [nn.Linear(d, h), nn.ReLU(inplace=True)]
+        d = h
+    layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+class Actor(nn.Module):
+    """Tanh-squashed Gaussian policy over features."""
+
+    def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...]):
+        super().__init__()
+        self.net = mlp(feature_dim, hidden, 2 * action_dim)
+
+    def forward(self, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.net(feat).chunk(2, dim=-1)
+        # smooth bound of log_std (keeps gradients alive at the limits, unlike a clamp)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1.0)
+        return mean, log_std
+
+    def sample(self, feat: torch.Tensor, generator: torch.Generator | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised action in (-1, 1) and its log-probability (B,)."""
+        mean, log_std = self(feat)
+        eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        u = mean + log_std.exp() * eps
+        action = torch.tanh(u)
+        # log N(u) - log|d tanh(u)/du|, the latter in the overflow-safe softplus form
+        log_prob = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
+        return action, log_prob
+
+    def mode(self, feat: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self(feat)[0])

@@ -1,0 +1,388 @@
+"""One SAC-family learner whose options reproduce SAC, REDQ, DroQ, CrossQ, RLPD and DrQ.
+
+Why one class: the papers differ in a handful of knobs (ensemble size and target subset,
+dropout/LayerNorm/batch-renorm in the critic, target networks or not, UTD and policy delay,
+prior-data mixing, a conv encoder with augmentation), and the SERL lesson is that these
+details, not the algorithm's name, decide whether it works. `registry.py` names the presets.
+
+Contract (used by the training loop, the runtime and teleop):
+- `act(obs, deterministic)`: one unbatched dict obs -> float32 action in [-1, 1];
+- `update(batch)`: ONE critic gradient step (+ actor and temperature every `policy_delay`
+  updates); the caller runs it `config.utd` times per env step; NaN/inf -> TrainingError
+  naming the update number;
+- `state_dict()/load_state_dict()`: everything for an exact resume (nets, targets, optimisers,
+  counters, RNG); `policy_state()/load_policy_state()`: flat tensors `act` needs.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robolearn.data.replay import Batch
+from robolearn.errors import ConfigError, TrainingError
+from robolearn.policies.encoders import PixelEncoder, random_shift
+from robolearn.policies.networks import Actor, Critic
+
+
+@dataclass
+class AgentConfig:
+    """Every learner option, with SAC's defaults. Presets in `registry.py` override a few."""
+
+    algo: str = "sac"
+    # --- networks
+    actor_hidden: tuple[int, ...] = (256, 256)
+    critic_hidden: tuple[int, ...] = (256, 256)  # CrossQ: wide (2048, 2048)
+    num_critics: int = 2  # ensemble size N
+    num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
+    actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
+    critic_layer_norm: bool = False  # DroQ, RLPD
+    critic_dropout: float = 0.0  # DroQ: 0.01
+    critic_batch_renorm: bool = False  # CrossQ
+    renorm_momentum: float = 0.01
+    renorm_warmup: int = 100_000  # updates of plain BatchNorm before renorm corrections
+    target_network: bool = True  # CrossQ: False (current+next (s,a) in one critic batch)
+    tau: float = 0.005
+    # --- optimisation
+    gamma: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    utd: int = 1  # gradient updates per env step (the caller loops)
+    policy_delay: int = 1  # actor/temperature step every this many critic steps
+    learning_starts: int = 1000  # env steps of uniform-random actions before updates begin
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    temperature_lr: float = 3e-4
+    adam_beta1: float = 0.9  # CrossQ: 0.5
+    init_temperature: float = 1.0
+    target_entropy_scale: float = 1.0  # target entropy = -scale * |A|
+    backup_entropy: bool = True  # include -alpha*log pi in the TD target
+    grad_clip: float = 0.0  # max global grad norm; 0 = off
+    # --- data
+    prior_fraction: float = 0.0  # RLPD: 0.5 of every batch from prior data/demos
+    replay_capacity: int = 1_000_000
+    # --- pixels (DrQ)
+    pixels: bool = False  # use camera keys through a conv encoder
+    encoder: str = "conv"  # DrQ-style conv net (only choice for now)
+    encoder_checkpoint: str = ""  # local .safetensors to initialise the encoder from
+    freeze_encoder: bool = False  # keep a pretrained encoder fixed
+    feature_dim: int = 50
+    encoder_filters: int = 32
+    encoder_layers: int = 4
+    augment_pad: int = 4  # random shift in pixels; 0 = no augmentation
+    # --- placement
+    device: str = "cpu"
+
+    def validate(self) -> "AgentConfig":
+        def need(cond, msg):
+            if not cond:
+                raise ConfigError(f"{self.algo}: {msg}")
+
+        need(self.num_critics >= 1, f"num_critics={self.num_critics} must be >= 1")
+        need(1 <= self.num_target_min <= self.num_critics,
+             f"num_target_min={self.num_target_min} must be in [1, num_critics={self.num_critics}]")
+        need(self.actor_q in ("min", "mean"), f"actor_q={self.actor_q!r}: choose 'min' or 'mean'")
+        need(0.0 <= self.critic_dropout < 1.0, f"critic_dropout={self.critic_dropout} must be in [0, 1)")
+        need(0.0 < self.tau <= 1.0, f"tau={self.tau} must be in (0, 1]")
+        need(0.0 <= self.gamma <= 1.0, f"gamma={self.gamma} must be in [0, 1]")
+        for k in ("n_step", "batch_size", "utd", "policy_delay", "replay_capacity", "feature_dim",
+                  "encoder_filters", "encoder_layers"):
+            need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
+        need(self.learning_starts >= 0, f"learning_starts={self.learning_starts} must be >= 0")
+        for k in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):
+            need(getattr(self, k) > 0, f"{k}={getattr(self, k)} must be > 0")
+        need(0.0 <= self.adam_beta1 < 1.0, f"adam_beta1={self.adam_beta1} must be in [0, 1)")
+        need(0.0 <= self.prior_fraction <= 1.0, f"prior_fraction={self.prior_fraction} must be in [0, 1]")
+        need(self.encoder in ("conv",), f"encoder={self.encoder!r}: choose 'conv'")
+        need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
+        need(self.critic_batch_renorm or self.target_network,
+             "target_network=False needs critic_batch_renorm=True (CrossQ); plain critics "
+             "without target networks diverge")
+        if not str(self.device).startswith(("cpu", "cuda", "mps")):
+            raise ConfigError(f"device={self.device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
+        return self
+
+
+class Agent:
+    """The SAC-family learner (see module docstring for the contract)."""
+
+    def __init__(self, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box,
+                 config: AgentConfig | None = None, seed: int = 0):
+        self.config = cfg = (config or AgentConfig()).validate()
+        self.seed = int(seed)
+        self.device = torch.device(cfg.device)
+        self.state_key, self.image_keys = _check_spaces(observation_space, action_space, cfg)
+        self.action_dim = int(action_space.shape[0])
+        self.target_entropy = -cfg.target_entropy_scale * self.action_dim
+        self.num_updates = 0
+        # separate streams: acting never perturbs the update randomness (and vice versa)
+        self.generator = torch.Generator(self.device).manual_seed(self.seed)
+        self.act_generator = torch.Generator(self.device).manual_seed(self.seed + 1_000_003)
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            feat_dim = 0
+            if self.state_key:
+                feat_dim += int(observation_space[self.state_key].shape[0])
+            self.encoder = None
+            if self.image_keys:
+                shapes = {k: tuple(observation_space[k].shape) for k in self.image_keys}
+                self.encoder = PixelEncoder(shapes, cfg.feature_dim, cfg.encoder_filters,
+                                            cfg.encoder_layers).to(self.device)
+                if cfg.encoder_checkpoint:
+                    self.encoder.load_pretrained(cfg.encoder_checkpoint)
+                feat_dim += self.encoder.feature_dim
+            self.actor = Actor(feat_dim, self.action_dim, tuple(cfg.actor_hidden)).to(self.device)
+            self.critic = Critic(
+                feat_dim, self.action_dim, cfg.num_critics, tuple(cfg.critic_hidden),
+                dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
+                batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
+                renorm_warmup=cfg.renorm_warmup).to(self.device)
+        self.critic.mlp.set_generator(self.generator)
+        self.critic_target = None
+        if cfg.target_network:
+            self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+            self.critic_target.mlp.set_generator(self.generator)
+        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=self.device,
+                                      requires_grad=True)
+
+        adam = dict(betas=(cfg.adam_beta1, 0.999), **_adam_impl(self.device))
+        critic_params = list(self.critic.parameters())
+        if self.encoder is not None and not cfg.freeze_encoder:
+            critic_params += list(self.encoder.parameters())
+        if self.encoder is not None and cfg.freeze_encoder:
+            self.encoder.requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, **adam)
+        self.critic_opt = torch.optim.Adam(critic_params, lr=cfg.critic_lr, **adam)
+        self.temperature_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, **adam)
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters()) if self.critic_target else []
+        self._grad_params = critic_params
+
+    # -------------------------------------------------------------------------------- acting
+    @property
+    def alpha(self) -> float:
+        return float(self.log_alpha.detach().exp())
+
+    def _features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        parts = []
+        if self.state_key:
+            parts.append(obs[self.state_key])
+        if self.encoder is not None:
+            parts.append(self.encoder({k: obs[k] for k in self.image_keys}))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+    def _obs_to_torch(self, obs: dict[str, np.ndarray], augment: bool) -> dict[str, torch.Tensor]:
+        out = {}
+        if self.state_key:
+            out[self.state_key] = torch.as_tensor(obs[self.state_key], dtype=torch.float32).to(
+                self.device, non_blocking=True)
+        for k in self.image_keys:
+            img = torch.as_tensor(obs[k]).to(self.device, non_blocking=True)  # uint8 (B,H,W,C)
+            img = img.permute(0, 3, 1, 2).float()
+            if augment and self.config.augment_pad > 0:
+                img = random_shift(img, self.config.augment_pad, self.generator)
+            out[k] = img
+        return out
+
+    @torch.inference_mode()
+    def act(self, obs: dict[str, np.ndarray], deterministic: bool = False) -> np.ndarray:
+        """One unbatched observation -> float32 action in [-1, 1]."""
+        batched = {k: np.asarray(obs[k])[None] for k in ([self.state_key] if self.state_key else [])
+                   + self.image_keys}
+        feat = self._features(self._obs_to_torch(batched, augment=False))
+        if deterministic:
+            action = self.actor.mode(feat)
+        else:
+            action = self.actor.sample(feat, self.act_generator)[0]
+        return action[0].cpu().numpy().astype(np.float32)
+
+    # ------------------------------------------------------------------------------ learning
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One critic gradient step (+ actor/temperature per policy delay); returns metrics."""
+        cfg = self.config
+        self.num_updates += 1
+        n = self.num_updates
+        _check_batch(batch, n)
+        obs = self._obs_to_torch(batch.obs, augment=True)
+        next_obs = self._obs_to_torch(batch.next_obs, augment=True)
+        action = torch.as_tensor(batch.action).to(self.device, non_blocking=True)
+        reward = torch.as_tensor(batch.reward).to(self.device, non_blocking=True)
+        discount = torch.as_tensor(batch.discount).to(self.device, non_blocking=True)
+        alpha = self.log_alpha.detach().exp()
+
+        # ---- critic
+        self.critic.train()
+        feat = self._features(obs)
+        with torch.no_grad():
+            next_feat = self._features(next_obs)
+            next_action, next_logp = self.actor.sample(next_feat, self.generator)
+        if self.critic_target is None:
+            # CrossQ: current and next (s, a) in ONE batch so batch statistics are shared
+            bsz = action.shape[0]
+            q_all = self.critic(torch.cat([feat, next_feat]), torch.cat([action, next_action]))
+            q, q_next = q_all[:, :bsz], q_all[:, bsz:].detach()
+        else:
+            q = self.critic(feat, action)
+            with torch.no_grad():
+                q_next = self.critic_target(next_feat, next_action)
+        with torch.no_grad():
+            if cfg.num_target_min < cfg.num_critics:  # REDQ: random subset, same for the batch
+                subset = torch.rand(cfg.num_critics, generator=self.generator,
+                                    device=self.device).argsort()[: cfg.num_target_min]
+                q_next = q_next.index_select(0, subset)
+            v_next = q_next.min(dim=0).values
+            if cfg.backup_entropy:
+                v_next = v_next - alpha * next_logp
+            target = reward + discount * v_next
+        critic_loss = 0.5 * (q - target).pow(2).mean(dim=1).sum()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self._grad_params, cfg.grad_clip)
+        self.critic_opt.step()
+        if self._target_params:
+            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
+
+        metrics = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
+        # ---- actor and temperature
+        if n % cfg.policy_delay == 0:
+            feat_d = feat.detach()
+            pi_action, logp = self.actor.sample(feat_d, self.generator)
+            self.critic.requires_grad_(False)
+            if cfg.critic_batch_renorm:
+                self.critic.eval()  # CrossQ: running statistics for the policy objective
+            q_pi = self.critic(feat_d, pi_action)
+            self.critic.train()
+            self.critic.requires_grad_(True)
+            q_pi = q_pi.min(dim=0).values if cfg.actor_q == "min" else q_pi.mean(dim=0)
+            actor_loss = (alpha * logp - q_pi).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_clip)
+            self.actor_opt.step()
+            temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.temperature_opt.zero_grad(set_to_none=True)
+            temp_loss.backward()
+            self.temperature_opt.step()
+            metrics.update(actor_loss=actor_loss.detach(), temperature_loss=temp_loss.detach(),
+                           entropy=-logp.detach().mean())
+        metrics["alpha"] = alpha
+        values = torch.stack(list(metrics.values())).tolist()  # one device->host transfer
+        out = dict(zip(metrics, values))
+        bad = [k for k, v in out.items() if not math.isfinite(v)]
+        if bad:
+            raise TrainingError(
+                f"update {n}: non-finite {', '.join(bad)} ({', '.join(f'{k}={out[k]}' for k in bad)}); "
+                "a parameter or the data went NaN/inf. Lower the learning rates, set grad_clip, or "
+                "check rewards/observations; resume from the last checkpoint")
+        return out
+
+    # ----------------------------------------------------------------------------- state I/O
+    def state_dict(self) -> dict:
+        """Everything for an exact resume: nets, target nets, optimisers, counters, RNG."""
+        d = {
+            "config": dataclasses.asdict(self.config),
+            "seed": self.seed,
+            "num_updates": self.num_updates,
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "temperature_opt": self.temperature_opt.state_dict(),
+            "rng": self.generator.get_state(),
+            "act_rng": self.act_generator.get_state(),
+        }
+        if self.critic_target is not None:
+            d["critic_target"] = self.critic_target.state_dict()
+        if self.encoder is not None:
+            d["encoder"] = self.encoder.state_dict()
+        return copy.deepcopy(d)
+
+    def load_state_dict(self, d: dict) -> None:
+        for key in ("actor", "critic", "actor_opt", "critic_opt", "temperature_opt", "rng"):
+            if key not in d:
+                raise ConfigError(f"agent state has no {key!r}: not a state_dict() of this Agent")
+        self.actor.load_state_dict(d["actor"])
+        self.critic.load_state_dict(d["critic"])
+        if self.critic_target is not None:
+            self.critic_target.load_state_dict(d["critic_target"])
+        if self.encoder is not None:
+            self.encoder.load_state_dict(d["encoder"])
+        with torch.no_grad():
+            self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
+        self.actor_opt.load_state_dict(d["actor_opt"])
+        self.critic_opt.load_state_dict(d["critic_opt"])
+        self.temperature_opt.load_state_dict(d["temperature_opt"])
+        self.num_updates = int(d["num_updates"])
+        self.generator.set_state(torch.as_tensor(d["rng"], dtype=torch.uint8).cpu())
+        self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """Flat CPU tensors `act` needs (actor + encoder): what the learner broadcasts."""
+        out = {f"actor.{k}": v for k, v in self.actor.state_dict().items()}
+        if self.encoder is not None:
+            out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
+        return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
+
+    def load_policy_state(self, d: dict[str, torch.Tensor]) -> None:
+        actor = {k[6:]: v for k, v in d.items() if k.startswith("actor.")}
+        self.actor.load_state_dict(actor)
+        if self.encoder is not None:
+            self.encoder.load_state_dict({k[8:]: v for k, v in d.items() if k.startswith("encoder.")})
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _adam_impl(device: torch.device) -> dict:
+    # the fused kernel is ~2.5x faster than the per-parameter loop on CPU and one launch on GPU
+    return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
+
+
+def _check_spaces(observation_space, action_space, cfg: AgentConfig) -> tuple[str | None, list[str]]:
+    if not isinstance(observation_space, gym.spaces.Dict):
+        raise ConfigError("observation_space must be a gymnasium Dict (robolearn envs are); wrap "
+                          f"other envs so obs is {{'state': vector}}; got {type(observation_space).__name__}")
+    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
+        raise ConfigError(f"action_space must be a 1-D Box, got {action_space}")
+    if not (np.allclose(action_space.low, -1) and np.allclose(action_space.high, 1)):
+        raise ConfigError(f"action_space bounds are [{action_space.low}, {action_space.high}]; the "
+                          "learner emits [-1, 1]: wrap the env in gymnasium.wrappers.RescaleAction(env, -1, 1)")
+    state_key, images = None, []
+    for k, s in observation_space.spaces.items():
+        if not isinstance(s, gym.spaces.Box):
+            raise ConfigError(f"observation {k!r} is a {type(s).__name__}; only Box spaces are supported")
+        if s.dtype == np.uint8 and len(s.shape) == 3:
+            images.append(k)
+        elif len(s.shape) == 1 and state_key is None:
+            state_key = k
+        else:
+            raise ConfigError(f"observation {k!r} has shape {s.shape} {s.dtype}: expected one float "
+                              "vector ('state') and uint8 HxWxC camera images")
+    if images and not cfg.pixels:
+        raise ConfigError(f"observations include camera images {images}: use algo 'drq' or pass "
+                          "pixels=True (or make the env with obs='state')")
+    if cfg.pixels and not images:
+        raise ConfigError(f"pixels=True but the observation space {list(observation_space.spaces)} "
+                          "has no uint8 HxWxC camera image; make the env with obs='pixels' or 'both'")
+    if state_key is None and not images:
+        raise ConfigError("observation space has neither a state vector nor camera images")
+    return state_key, images
+
+
+def _check_batch(batch: Batch, n: int) -> None:
+    checks = {"action": batch.action, "reward": batch.reward, "discount": batch.discount}
+    for k, v in batch.obs.items():
+        if v.dtype.kind == "f":
+            checks[f"obs[{k!r}]"] = v
+            checks[f"next_obs[{k!r}]"] = batch.next_obs[k]
+    for name, arr in checks.items():
+        if not np.all(np.isfinite(arr)):
+            raise TrainingError(f"update {n}: batch {name} contains NaN/inf; the replay holds "
+                                "corrupt data (check the env's observations and rewards)")

@@ -1,0 +1,152 @@
+"""Update-speed measurement: our `sac` vs Stable-Baselines3 SAC, and the ensemble cost ratio.
+
+Why: on a real robot the learner must keep up with a 10 Hz arm at UTD 20, so gradient
+updates/s is a product requirement. Both learners are timed in this process, single-threaded,
+same network sizes, same batch size, same obs/action dims, including replay sampling (SB3's
+`train()` samples internally, so ours samples from our ReplayBuffer inside the timed loop).
+`robolearn bench learners` calls `measure_update_speed` and prints the ratios.
+"""
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robolearn.data.replay import ReplayBuffer
+from robolearn.policies.registry import make_agent
+
+
+def _spaces(obs_dim: int, action_dim: int):
+    obs = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)})
+    act = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+    return obs, act
+
+
+def _random_data(n: int, obs_dim: int, action_dim: int, seed: int):
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal((n + 1, obs_dim)).astype(np.float32)
+    act = rng.uniform(-1, 1, (n, action_dim)).astype(np.float32)
+    rew = rng.standard_normal(n).astype(np.float32)
+    done = (np.arange(n) % 200) == 199
+    return obs, act, rew, done
+
+
+def _fill_ours(buf: ReplayBuffer, data) -> None:
+    obs, act, rew, done = data
+    for t in range(len(act)):
+        buf.add({"state": obs[t]}, act[t], float(rew[t]), {"state": obs[t + 1]}, False, bool(done[t]))
+
+
+def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: str, seed: int,
+                **overrides):
+    """A callable doing k sample+update steps of our learner."""
+    agent = make_agent(algo, obs_space, act_space, seed=seed, device=device, batch_size=batch_size,
+                       **overrides)
+
+    def run(k: int) -> None:
+        for _ in range(k):
+            agent.update(buf.sample(batch_size))
+
+    return run
+
+
+def _interleaved(runners: dict, steps: int, warmup: int, rounds: int, sync) -> dict[str, float]:
+    """Updates/s per runner: blocks of steps/rounds updates, alternating runners, median per
+    runner (the machine may be shared, so alternate and take medians, not one long block)."""
+    for run in runners.values():
+        run(warmup)
+    per = max(1, steps // rounds)
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            sync()
+            t0 = time.perf_counter()
+            run(per)
+            sync()
+            times[name].append((time.perf_counter() - t0) / per)
+    return {k: 1.0 / float(np.median(v)) for k, v in times.items()}
+
+
+class _SpacesOnlyEnv(gym.Env):
+    """SB3 needs an env to read spaces from; training here never steps it."""
+
+    def __init__(self, obs_dim: int, action_dim: int):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(self.observation_space.shape, np.float32), 0.0, False, False, {}
+
+
+def _sb3_runner(data, obs_dim: int, action_dim: int, batch_size: int, device: str, seed: int):
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.logger import configure
+
+    obs, act, rew, done = data
+    model = SAC("MlpPolicy", _SpacesOnlyEnv(obs_dim, action_dim), batch_size=batch_size,
+                learning_starts=0, buffer_size=len(act) + 1, policy_kwargs=dict(net_arch=[256, 256]),
+                device=device, seed=seed, verbose=0)
+    model.set_logger(configure(None, []))
+    for t in range(len(act)):
+        model.replay_buffer.add(obs[t][None], obs[t + 1][None], act[t][None], rew[t][None],
+                                np.array([done[t]]), [{"TimeLimit.truncated": bool(done[t])}])
+
+    def run(k: int) -> None:
+        model.train(gradient_steps=k, batch_size=batch_size)
+
+    return run
+
+
+def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 200, warmup: int = 20,
+                         batch_size: int = 256, device: str = "cpu", seed: int = 0,
+                         include_sb3: bool = True, num_threads: int | None = 1, rounds: int = 5,
+                         print_fn=print) -> dict:
+    """Gradient updates/s of our `sac` (UTD 1) vs SB3 SAC, and of `redq` with 10 vs 2 critics.
+
+    Returns a dict with `ours_sac_updates_per_s`, `sb3_sac_updates_per_s` (None without SB3),
+    `sac_speedup_vs_sb3`, `redq10_updates_per_s`, `redq2_updates_per_s`,
+    `redq10_vs_2_cost_ratio` (time of a 10-critic update / a 2-critic update) and the settings.
+    """
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    obs_space, act_space = _spaces(obs_dim, action_dim)
+    n = max(5000, 4 * batch_size)
+    data = _random_data(n, obs_dim, action_dim, seed)
+    buf = ReplayBuffer(obs_space, act_space, n + 100, seed=seed)
+    _fill_ours(buf, data)
+
+    out: dict = dict(obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size, steps=steps,
+                     device=device, threads=torch.get_num_threads())
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    runners = {"ours": _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed)}
+    if include_sb3:
+        try:
+            runners["sb3"] = _sb3_runner(data, obs_dim, action_dim, batch_size, device, seed)
+        except ImportError:
+            print_fn("stable-baselines3 not installed (pip install -e .[bench]); skipping SB3")
+    speed = _interleaved(runners, steps, warmup, rounds, sync)
+    out["ours_sac_updates_per_s"] = speed["ours"]
+    out["sb3_sac_updates_per_s"] = speed.get("sb3")
+    out["sac_speedup_vs_sb3"] = speed["ours"] / speed["sb3"] if "sb3" in speed else None
+    # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
+    runners = {n: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed, num_critics=n)
+               for n in (10, 2)}
+    speed = _interleaved(runners, steps, warmup, rounds, sync)
+    out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10], speed[2]
+    out["redq10_vs_2_cost_ratio"] = speed[2] / speed[10]
+
+    print_fn(f"update speed ({device}, {out['threads']} thread(s), batch {batch_size}, "
+             f"obs {obs_dim}, act {action_dim}, 256x256 nets):")
+    print_fn(f"  ours sac     : {out['ours_sac_updates_per_s']:8.1f} updates/s")
+    if out["sb3_sac_updates_per_s"] is not None:
+        print_fn(f"  SB3 SAC      : {out['sb3_sac_updates_per_s']:8.1f} updates/s  "
+                 f"-> ours/SB3 = {out['sac_speedup_vs_sb3']:.2f}x")
+    print_fn(f"  redq N=10    : {out['redq10_updates_per_s']:8.1f} updates/s")
+    print_fn(f"  redq N=2     : {out['redq2_updates_per_s']:8.1f} updates/s  "
+             f"-> 10-critic update costs {out['redq10_vs_2_cost_ratio']:.2f}x a 2-critic one (a loop would be ~5x)")
+    return out

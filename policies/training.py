@@ -1,0 +1,815 @@
+"""The single-process training loop: env + agent + replay at the agent's update-to-data ratio.
+
+Why it looks like this:
+- `TrainConfig` is the one place training defaults live; launch TOML files and CLI flags are
+  read into it (unknown keys are a `ConfigError`, never silently ignored).
+- The agent (from `robolearn.policies.registry.make_agent`) owns the maths; this loop owns the
+  order of events: act -> step -> store -> `utd` updates -> log / evaluate / checkpoint.
+- Checkpoints resume *exactly*: agent (weights, targets, optimizers, its RNG), replay contents
+  (and the replay's sampling RNG), counters, and every RNG the loop touches (numpy, torch,
+  python, the env's). They are written at the first episode boundary after each
+  `checkpoint_every` env steps, so a resumed run starts the same next episode the
+  uninterrupted run would have started, and continues bit-identically. Files are safetensors,
+  npz (allow_pickle=False) and JSON: nothing is ever unpickled.
+- Interventions: when a step's `info["intervention"]` is True, the human's action
+  (`info["intervention_action"]`) is what gets stored, flagged; with a prior buffer (RLPD) the
+  step is also added to the prior data, as HIL-SERL does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robolearn.errors import ConfigError, DatasetError, RobolearnError, TrainingError
+from robolearn.policies import evaluation
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest.json"
+
+
+# =============================================================================== config
+@dataclass
+class TrainConfig:
+    """Everything a training run needs. Agent hyper-parameters come from the algorithm preset;
+    `agent` overrides them (any key of the agent's config), `utd`/`learning_starts` are
+    shortcuts for the two most tuned ones."""
+
+    env: str = "robolearn/ArmReach-v0"
+    algo: str = "sac"
+    steps: int = 10_000                 # env steps in total (a resumed run continues to this)
+    seed: int = 0
+    obs: str = "state"                  # robolearn envs: state | pixels | both
+    demos: str | None = None            # dataset dir, .npz file, or "scripted:N"
+    out: str | None = None              # run folder; default runs/<env>-<algo>-s<seed>
+    eval_every: int = 1000              # env steps between evaluations (0: only at the end)
+    eval_episodes: int = 10
+    checkpoint_every: int = 1000        # env steps; written at the next episode boundary (0: end only)
+    log_every: int = 250                # env steps between training-metric records
+    utd: int | None = None              # gradient updates per env step (None: the preset's)
+    learning_starts: int | None = None  # random-action steps before updates (None: the preset's)
+    buffer_size: int | None = None      # replay capacity (None: steps)
+    max_episode_steps: int | None = None  # None: the env's registered limit
+    threads: int = 1                    # torch CPU threads (small nets: 1 is usually fastest)
+    video: bool = True                  # record eval.mp4 (or a PNG strip) at the end
+    progress: bool = True               # tqdm progress bar
+    env_kwargs: dict = field(default_factory=dict)
+    agent: dict = field(default_factory=dict)
+
+    def run_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        return Path("runs") / f"{self.env.split('/')[-1]}-{self.algo}-s{self.seed}"
+
+    def validate(self) -> "TrainConfig":
+        for name in ("steps", "eval_episodes", "threads", "log_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be an integer >= 1")
+        for name in ("eval_every", "checkpoint_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be an integer >= 0")
+        for name in ("utd", "learning_starts", "buffer_size", "max_episode_steps"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
+                raise ConfigError(f"{name}={v!r}: must be a positive integer")
+        for name in ("env_kwargs", "agent"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigError(f"{name} must be a table of key = value pairs")
+        return self
+
+
+def config_from_dict(d: dict, source: str = "config") -> TrainConfig:
+    """Build a TrainConfig, naming any unknown keys (a typo must not be silently ignored)."""
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1)) else repr(k)
+                 for k in unknown]
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}; valid keys: {', '.join(sorted(known))}")
+    return TrainConfig(**d).validate()
+
+
+def load_launch(path: str | Path) -> TrainConfig:
+    """Read a launch TOML: top-level keys (or a `[train]` table) are TrainConfig fields;
+    `[agent]` and `[env_kwargs]` tables pass through to make_agent / gymnasium.make."""
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"launch file {path} not found (see launch/ for examples)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"launch file {path}: invalid TOML: {exc}") from None
+    if "train" in data:
+        extra = sorted(set(data) - {"train"})
+        if extra:
+            raise ConfigError(f"launch file {path}: unknown table(s)/key(s) {extra} beside [train]")
+        data = data["train"]
+    return config_from_dict(data, source=f"launch file {path}")
+
+
+# ================================================================================== envs
+class DictObs(gym.ObservationWrapper):
+    """Expose a plain Box observation as {"state": obs} so any Gymnasium env (Pendulum-v1,
+    ...) fits the dict-observation contract the learners use."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Dict({"state": gym.spaces.Box(
+            space.low.astype(np.float32), space.high.astype(np.float32), dtype=np.float32)})
+
+    def observation(self, obs):
+        return {"state": np.asarray(obs, dtype=np.float32)}
+
+
+def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
+             max_episode_steps: int | None = None, env_kwargs: dict | None = None) -> gym.Env:
+    """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`."""
+    from robolearn.env import registered_ids
+
+    ours = registered_ids()
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown env {env_id!r}.{hint} Registered robolearn envs: "
+                          f"{', '.join(ours) or '(none)'} (run `robolearn envs`).")
+    kwargs = dict(env_kwargs or {})
+    if env_id.startswith("robolearn/"):
+        kwargs.setdefault("obs", obs)
+    elif obs != "state":
+        raise ConfigError(f"obs={obs!r} is only supported for robolearn/ envs; {env_id} gives state vectors")
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    try:
+        env = gym.make(env_id, render_mode=render_mode, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"env {env_id}: bad env_kwargs {env_kwargs}: {exc}") from None
+    if not isinstance(env.observation_space, gym.spaces.Dict):
+        if not isinstance(env.observation_space, gym.spaces.Box):
+            raise ConfigError(f"env {env_id}: observation space {env.observation_space} is neither Dict nor Box")
+        env = DictObs(env)
+    if not isinstance(env.action_space, gym.spaces.Box):
+        raise ConfigError(f"env {env_id}: the SAC family needs a continuous Box action space, "
+                          f"got {env.action_space}")
+    if not (np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)):
+        # learners emit [-1, 1]; map it onto the env's bounds (robolearn envs already are [-1, 1])
+        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    return env
+
+
+# ============================================================================ demos/prior
+def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
+    """Prior transitions from a dataset dir, an .npz of arrays, or `scripted:N` episodes."""
+    if spec.startswith("scripted:"):
+        try:
+            n = int(spec.split(":", 1)[1])
+        except ValueError:
+            raise ConfigError(f"--demos {spec!r}: write scripted:N with N an integer number of episodes") from None
+        if n < 1:
+            raise ConfigError(f"--demos {spec!r}: N must be >= 1")
+        return collect_scripted(env, n, seed=seed)
+    path = Path(spec)
+    if not path.exists():
+        raise DatasetError(f"demos {path} not found: pass a recorded dataset folder "
+                           "(robolearn record), an .npz of transitions, or scripted:N")
+    if path.is_dir():
+        try:
+            from robolearn.data.dataset import load_transitions
+        except ImportError as exc:
+            raise DatasetError(f"cannot read dataset folder {path}: robolearn.data.dataset is not "
+                               f"available ({exc}); pass an .npz of transitions instead") from None
+        return load_transitions(path)
+    if path.suffix != ".npz":
+        raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
+    return load_npz_transitions(path)
+
+
+def load_npz_transitions(path: Path) -> dict:
+    """An .npz with obs_<key>, next_obs_<key>, action, reward, terminated, truncated."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:  # truncated zip, pickled object arrays, ...
+        raise DatasetError(f"cannot read demos {path}: {exc}") from None
+    need = ("action", "reward", "terminated", "truncated")
+    missing = [k for k in need if k not in arrays]
+    if missing or not any(k.startswith("obs_") for k in arrays):
+        raise DatasetError(f"demos {path}: missing arrays {missing or ['obs_<key>']}; "
+                           f"found {sorted(arrays)}")
+    out = {k: arrays[k] for k in need}
+    out["obs"] = {k[4:]: v for k, v in arrays.items() if k.startswith("obs_")}
+    out["next_obs"] = {k[9:]: v for k, v in arrays.items() if k.startswith("next_obs_")}
+    if "intervention" in arrays:
+        out["intervention"] = arrays["intervention"]
+    return out
+
+
+def collect_scripted(env: gym.Env, episodes: int, seed: int = 0) -> dict:
+    """Roll out the task's scripted controller for `episodes` episodes into a transitions dict."""
+    from robolearn.tasks.scripted import make_scripted
+
+    ctrl = make_scripted(env)
+    keys = list(env.observation_space.spaces)
+    obs_l: dict[str, list] = {k: [] for k in keys}
+    nxt_l: dict[str, list] = {k: [] for k in keys}
+    act, rew, term, trunc = [], [], [], []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + 20_000 + ep)
+        ctrl.reset()
+        while True:
+            a = np.clip(np.asarray(ctrl.act(obs), dtype=np.float32), -1.0, 1.0)
+            nxt, r, te, tr, _ = env.step(a)
+            for k in keys:
+                obs_l[k].append(obs[k])
+                nxt_l[k].append(nxt[k])
+            act.append(a)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            obs = nxt
+            if te or tr:
+                break
+    return {"obs": {k: np.stack(v) for k, v in obs_l.items()},
+            "next_obs": {k: np.stack(v) for k, v in nxt_l.items()},
+            "action": np.stack(act).astype(np.float32), "reward": np.asarray(rew, np.float32),
+            "terminated": np.asarray(term, bool), "truncated": np.asarray(trunc, bool)}
+
+
+# ======================================================================= state (de)coding
+def encode_tree(obj: Any, tensors: dict, arrays: dict, path: str = "s") -> Any:
+    """Turn a nested state dict into JSON + named tensors/arrays (no pickle anywhere).
+    Dict keys keep their type (optimizer states use int keys)."""
+    if isinstance(obj, torch.Tensor):
+        tensors[path] = obj.detach().cpu().clone().contiguous()
+        return {"__tensor__": path}
+    if isinstance(obj, np.ndarray):
+        arrays[path] = obj
+        return {"__ndarray__": path}
+    if isinstance(obj, dict):
+        items = []
+        for i, (k, v) in enumerate(obj.items()):
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TrainingError(f"cannot checkpoint state key {k!r} at {path}: keys must be str or int")
+            items.append([k, encode_tree(v, tensors, arrays, f"{path}.{i}")])
+        return {"__dict__": items}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode_tree(v, tensors, arrays, f"{path}.{i}") for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [encode_tree(v, tensors, arrays, f"{path}.{i}") for i, v in enumerate(obj)]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TrainingError(f"cannot checkpoint a {type(obj).__name__} at {path}: "
+                        "state dicts may hold tensors, arrays, numbers, strings, lists and dicts")
+
+
+def decode_tree(obj: Any, tensors: dict, arrays: dict) -> Any:
+    if isinstance(obj, list):
+        return [decode_tree(v, tensors, arrays) for v in obj]
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__ndarray__" in obj:
+            return arrays[obj["__ndarray__"]]
+        if "__tuple__" in obj:
+            return tuple(decode_tree(v, tensors, arrays) for v in obj["__tuple__"])
+        if "__dict__" in obj:
+            return {k: decode_tree(v, tensors, arrays) for k, v in obj["__dict__"]}
+    return obj
+
+
+def save_tree(state: dict, directory: Path, name: str) -> None:
+    """`name.json` + `name.safetensors` (+ `name.npz` if the state holds numpy arrays)."""
+    from safetensors.torch import save_file
+
+    tensors: dict = {}
+    arrays: dict = {}
+    tree = encode_tree(state, tensors, arrays)
+    save_file(tensors, str(directory / f"{name}.safetensors"))
+    if arrays:
+        np.savez(directory / f"{name}.npz", **arrays)
+    (directory / f"{name}.json").write_text(json.dumps(tree))
+
+
+def load_tree(directory: Path, name: str) -> dict:
+    from safetensors.torch import load_file
+
+    try:
+        tree = json.loads((directory / f"{name}.json").read_text())
+        tensors = load_file(str(directory / f"{name}.safetensors"))
+        arrays = {}
+        if (directory / f"{name}.npz").exists():
+            with np.load(directory / f"{name}.npz", allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"checkpoint {directory} is incomplete or corrupt ({name}): {exc}") from None
+    return decode_tree(tree, tensors, arrays)
+
+
+def _json_rng(state: Any) -> Any:
+    """numpy bit-generator / legacy states -> JSON-able."""
+    if isinstance(state, dict):
+        return {k: _json_rng(v) for k, v in state.items()}
+    if isinstance(state, np.ndarray):
+        return {"__uint_array__": state.tolist(), "dtype": str(state.dtype)}
+    if isinstance(state, np.generic):
+        return state.item()
+    return state
+
+
+def _unjson_rng(state: Any) -> Any:
+    if isinstance(state, dict):
+        if "__uint_array__" in state:
+            return np.asarray(state["__uint_array__"], dtype=state["dtype"])
+        return {k: _unjson_rng(v) for k, v in state.items()}
+    return state
+
+
+def _py_random_state() -> list:
+    version, internal, gauss = random.getstate()
+    return [version, list(internal), gauss]
+
+
+def _set_py_random_state(s: list) -> None:
+    random.setstate((s[0], tuple(s[1]), s[2]))
+
+
+# ================================================================================ trainer
+class Trainer:
+    """One training run in one folder. `Trainer(cfg).run()` or `Trainer.resume(dir).run()`."""
+
+    def __init__(self, cfg: TrainConfig, _resumed_state: dict | None = None):
+        from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
+        from robolearn.policies.registry import make_agent
+
+        self.cfg = cfg.validate()
+        torch.set_num_threads(cfg.threads)
+        self.dir = cfg.run_dir()
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs)
+        self._eval_env: gym.Env | None = None
+        overrides = dict(cfg.agent)
+        if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
+            overrides.setdefault("pixels", True)
+        if cfg.utd is not None:
+            overrides["utd"] = cfg.utd
+        if cfg.learning_starts is not None:
+            overrides["learning_starts"] = cfg.learning_starts
+        self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
+                                seed=cfg.seed, **overrides)
+        self.agent_overrides = overrides
+        ac = self.agent.config
+        n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
+        prior_fraction = getattr(ac, "prior_fraction", None)
+        demos = None
+        if _resumed_state is None:
+            if cfg.demos:
+                demos = load_demos(cfg.demos, self.env, seed=cfg.seed)
+            self.demo_count = len(demos["action"]) if demos is not None else 0
+            use_prior = bool(demos is not None and prior_fraction)
+            # RLPD: demos (+ interventions) are the prior half of every batch. Other algos: the
+            # demos simply seed the online replay, which is sized to hold them too.
+            self.replay_capacity = (cfg.buffer_size or cfg.steps) + (0 if use_prior else self.demo_count)
+            self.prior_capacity = self.demo_count + cfg.steps if use_prior else 0
+        else:
+            self.demo_count = int(_resumed_state["demo_count"])
+            self.replay_capacity = int(_resumed_state["replay_capacity"])
+            self.prior_capacity = int(_resumed_state["prior_capacity"])
+        self.replay = ReplayBuffer(self.env.observation_space, self.env.action_space, self.replay_capacity,
+                                   n_step=n_step, gamma=gamma, seed=cfg.seed)
+        self.prior = None
+        self.sampler = self.replay
+        if self.prior_capacity:
+            self.prior = ReplayBuffer(self.env.observation_space, self.env.action_space, self.prior_capacity,
+                                      n_step=n_step, gamma=gamma, seed=cfg.seed + 1)
+            self.sampler = MixedSampler(self.replay, self.prior, prior_fraction=prior_fraction)
+        if demos is not None:
+            transitions_to_buffer(demos, self.prior if self.prior is not None else self.replay)
+        # counters and loop state
+        self.env_steps = 0
+        self.episodes = 0
+        self.wall_before = 0.0
+        self.rng = np.random.default_rng(cfg.seed)
+        self.last_eval: dict | None = None
+        self._obs = None
+        self._writer = None
+        self._metrics_f = None
+
+    # ------------------------------------------------------------------------ properties
+    @property
+    def updates(self) -> int:
+        return int(self.agent.num_updates)
+
+    @property
+    def eval_env(self) -> gym.Env:
+        if self._eval_env is None:
+            c = self.cfg
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs)
+        return self._eval_env
+
+    def policy(self, obs: dict) -> np.ndarray:
+        return self.agent.act(obs, deterministic=True)
+
+    # ----------------------------------------------------------------------------- loop
+    def run(self, stop_at: int | None = None) -> dict:
+        """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
+        Returns the summary (also written to summary.json when the run completes)."""
+        cfg = self.cfg
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not (self.dir / "config.json").exists():
+            self._write_json("config.json", {"train": dataclasses.asdict(cfg),
+                                             "agent": _config_dict(self.agent.config)})
+        self._open_logs()
+        ac = self.agent.config
+        utd, bs = int(ac.utd), int(ac.batch_size)
+        learning_starts = int(getattr(ac, "learning_starts", 0))
+        target = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        t0 = time.perf_counter()
+        bar = self._progress_bar()
+        if self._obs is None:
+            self._obs, _ = self.env.reset(seed=cfg.seed)
+        ep_ret, ep_len, ep_success = 0.0, 0, False
+        upd_time, upd_count = 0.0, 0
+        losses: dict[str, list[float]] = {}
+        next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
+        a_low, a_high = self.env.action_space.low, self.env.action_space.high
+        try:
+            while self.env_steps < target:
+                obs = self._obs
+                if self.env_steps < learning_starts:
+                    action = self.rng.uniform(a_low, a_high).astype(np.float32)
+                else:
+                    action = self.agent.act(obs)
+                nxt, reward, terminated, truncated, info = self.env.step(action)
+                intervened = bool(info.get("intervention", False))
+                if intervened:
+                    action = np.asarray(info["intervention_action"], dtype=np.float32)
+                self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
+                if intervened and self.prior is not None:
+                    self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+                self.env_steps += 1
+                ep_ret += float(reward)
+                ep_len += 1
+                ep_success = ep_success or bool(info.get("success", False))
+                self._obs = nxt
+
+                if self.env_steps >= learning_starts and len(self.replay) >= 1:
+                    t_u = time.perf_counter()
+                    for _ in range(utd):
+                        out = self._update(self.sampler.sample(bs))
+                        for k, v in out.items():
+                            losses.setdefault(k, []).append(float(v))
+                    upd_time += time.perf_counter() - t_u
+                    upd_count += utd
+
+                if self.env_steps % cfg.log_every == 0:
+                    ups = upd_count / upd_time if upd_time > 0 else 0.0
+                    rec = {"kind": "train", "step": self.env_steps, "updates": self.updates,
+                           "updates_per_s": ups, **{k: float(np.mean(v)) for k, v in losses.items()}}
+                    self._log(rec)
+                    bar.set_postfix(self._postfix(ups), refresh=False)
+                    upd_time, upd_count, losses = 0.0, 0, {}
+
+                if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
+                    self._evaluate()
+                    bar.set_postfix(self._postfix(None), refresh=False)
+
+                if terminated or truncated:
+                    self.episodes += 1
+                    self._log({"kind": "episode", "step": self.env_steps, "episode": self.episodes,
+                               "return": ep_ret, "length": ep_len, "success": ep_success})
+                    self._ep_info = (ep_ret, ep_success)
+                    ep_ret, ep_len, ep_success = 0.0, 0, False
+                    if next_ckpt is not None and self.env_steps >= next_ckpt:
+                        self.wall_before += time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        self.save_checkpoint()
+                        next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+                    self._obs, _ = self.env.reset()
+                bar.update(1)
+            if self.env_steps < cfg.steps:  # stopped early on request
+                self.wall_before += time.perf_counter() - t0
+                return {"env_steps": self.env_steps, "updates": self.updates}
+            if self.last_eval is None or self.last_eval["step"] != self.env_steps:
+                self._evaluate()
+            self.wall_before += time.perf_counter() - t0
+            self.save_checkpoint(final=True)
+            return self._finish()
+        finally:
+            bar.close()
+            self._close_logs()
+
+    def _update(self, batch) -> dict:
+        try:
+            out = self.agent.update(batch)
+        except TrainingError as exc:
+            raise TrainingError(f"at env step {self.env_steps} (update {self.updates}): {exc}. "
+                                "Check rewards/observations for NaN/inf, or lower the learning "
+                                f"rate; the last good checkpoint is in {self.dir / CHECKPOINTS}") from exc
+        bad = {k: v for k, v in out.items() if not math.isfinite(float(v))}
+        if bad:
+            raise TrainingError(f"non-finite training metric(s) {bad} at env step {self.env_steps} "
+                                f"(update {self.updates}); training stopped instead of training through it")
+        return out
+
+    # ------------------------------------------------------------------------ evaluation
+    def _evaluate(self) -> dict:
+        res = evaluation.evaluate(self.eval_env, self.policy, self.cfg.eval_episodes, seed=self.cfg.seed)
+        rec = {"kind": "eval", "step": self.env_steps, "updates": self.updates, **res.as_dict()}
+        self.last_eval = rec
+        self._log(rec)
+        return rec
+
+    def _postfix(self, ups: float | None) -> dict:
+        p = {}
+        if getattr(self, "_ep_info", None):
+            p["ret"] = f"{self._ep_info[0]:.1f}"
+        if self.last_eval:
+            p["eval_ret"] = f"{self.last_eval['return']:.1f}"
+            p["success"] = f"{self.last_eval['success_rate']:.0%}"
+        if ups is not None:
+            self._last_ups = ups
+        if getattr(self, "_last_ups", None):
+            p["upd/s"] = f"{self._last_ups:.0f}"
+        return p
+
+    def _progress_bar(self):
+        from tqdm import tqdm
+
+        return tqdm(total=self.cfg.steps, initial=self.env_steps, disable=not self.cfg.progress,
+                    desc=f"{self.cfg.algo} {self.cfg.env}", unit="step", dynamic_ncols=True,
+                    mininterval=1.0)
+
+    # --------------------------------------------------------------------------- logging
+    def _open_logs(self):
+        from torch.utils.tensorboard import SummaryWriter
+
+        path = self.dir / "metrics.jsonl"
+        if path.exists():  # resumed: drop records written after the checkpoint we resumed from
+            keep = [ln for ln in path.read_text().splitlines()
+                    if ln.strip() and _safe_step(ln) <= self.env_steps]
+            path.write_text("".join(ln + "\n" for ln in keep))
+        self._metrics_f = open(path, "a", buffering=1)
+        self._writer = SummaryWriter(str(self.dir / "tb"), purge_step=self.env_steps or None)
+
+    def _close_logs(self):
+        if self._metrics_f:
+            self._metrics_f.close()
+            self._metrics_f = None
+        if self._writer:
+            self._writer.close()
+            self._writer = None
+
+    def _log(self, rec: dict) -> None:
+        self._metrics_f.write(json.dumps(rec) + "\n")
+        kind = rec["kind"]
+        for k, v in rec.items():
+            if k not in ("kind", "step") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                self._writer.add_scalar(f"{kind}/{k}", v, rec["step"])
+            elif isinstance(v, bool):
+                self._writer.add_scalar(f"{kind}/{k}", float(v), rec["step"])
+
+    def _write_json(self, name: str, obj: dict) -> None:
+        tmp = self.dir / (name + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2))
+        os.replace(tmp, self.dir / name)
+
+    # ------------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, final: bool = False) -> Path:
+        """Write checkpoints/step_<N>/ then atomically point checkpoints/latest.json at it, so a
+        kill at any moment leaves the previous checkpoint usable. Older ones are removed."""
+        root = self.dir / CHECKPOINTS
+        root.mkdir(parents=True, exist_ok=True)
+        name = f"step_{self.env_steps:09d}"
+        d = root / name
+        tmp = root / (name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_tree(self.agent.state_dict(), tmp, "agent")
+        from safetensors.torch import save_file
+
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
+                  str(tmp / "policy.safetensors"))
+        self.replay.save(tmp / "replay")
+        if self.prior is not None:
+            self.prior.save(tmp / "prior")
+        save_file({"torch_rng": torch.get_rng_state()}, str(tmp / "torch_rng.safetensors"))
+        env_rng = self.env.unwrapped.np_random.bit_generator.state
+        state = {
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
+            "wall_s": self.wall_before, "demo_count": self.demo_count, "final": final,
+            "replay_capacity": self.replay_capacity, "prior_capacity": self.prior_capacity,
+            "last_eval": self.last_eval,
+            "rng": {"loop": _json_rng(self.rng.bit_generator.state), "env": _json_rng(env_rng),
+                    "numpy_global": _json_rng(np.random.get_state(legacy=False)),
+                    "python": _py_random_state()},
+            "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
+        }
+        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+        shutil.rmtree(d, ignore_errors=True)
+        os.replace(tmp, d)
+        ptr = root / (LATEST + ".tmp")
+        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": self.env_steps}))
+        os.replace(ptr, root / LATEST)
+        for old in root.glob("step_*"):
+            if old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
+        return d
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None) -> "Trainer":
+        """Rebuild a run from its latest checkpoint; `steps` may extend the total budget."""
+        ckpt = find_checkpoint(run_dir)
+        state = json.loads((ckpt / "trainer.json").read_text())
+        train = dict(state["train"])
+        train["out"] = str(Path(run_dir))
+        if steps is not None:
+            train["steps"] = steps
+        if progress is not None:
+            train["progress"] = progress
+        cfg = config_from_dict(train, source=f"checkpoint {ckpt}")
+        if cfg.steps < state["env_steps"]:
+            raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
+        self = cls(cfg, _resumed_state=state)
+        self.agent.load_state_dict(load_tree(ckpt, "agent"))
+        self.replay.load(ckpt / "replay")
+        if self.prior is not None:
+            self.prior.load(ckpt / "prior")
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        self.wall_before = float(state["wall_s"])
+        self.last_eval = state["last_eval"]
+        if self.updates != int(state["updates"]):
+            raise DatasetError(f"checkpoint {ckpt}: agent has {self.updates} updates, "
+                               f"trainer.json says {state['updates']}; the checkpoint is inconsistent")
+        rng = state["rng"]
+        self.rng.bit_generator.state = _unjson_rng(rng["loop"])
+        np.random.set_state(_unjson_rng(rng["numpy_global"]))
+        _set_py_random_state(rng["python"])
+        from safetensors.torch import load_file
+
+        torch.set_rng_state(load_file(str(ckpt / "torch_rng.safetensors"))["torch_rng"])
+        # The checkpoint was taken at an episode boundary just before reset(): seed the env
+        # once (the first reset must be seeded in gymnasium), then restore its RNG and reset
+        # so the next episode is the one the uninterrupted run would have started.
+        self.env.reset(seed=cfg.seed)
+        self.env.unwrapped.np_random.bit_generator.state = _unjson_rng(rng["env"])
+        self._obs, _ = self.env.reset()
+        return self
+
+    def _finish(self) -> dict:
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
+            "wall_s": round(self.wall_before, 3),
+            "eval_return": self.last_eval["return"], "eval_success_rate": self.last_eval["success_rate"],
+            "eval_episodes": self.last_eval["episodes"],
+            "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
+            "checkpoint": str(find_checkpoint(self.dir)),
+        }
+        evals = read_metrics(self.dir / "metrics.jsonl", "eval")
+        if evals:
+            best = max(evals, key=lambda r: r["return"])
+            summary["best_eval_return"] = best["return"]
+            hit = [r["step"] for r in evals if r["success_rate"] >= 0.9]
+            summary["steps_to_90pct_success"] = hit[0] if hit else None
+        plot_learning_curve(self.dir / "metrics.jsonl", self.dir / "learning_curve.png",
+                            title=f"{self.cfg.algo} on {self.cfg.env} (seed {self.cfg.seed})")
+        summary["learning_curve"] = "learning_curve.png"
+        if self.cfg.video:
+            try:
+                path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
+                                            episodes=1, seed=self.cfg.seed)
+                summary["video"] = path.name
+            except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
+                # a renderer-less env... must not throw away a finished run; say why instead
+                print(f"could not record an evaluation video: {exc}")
+                summary["video"] = None
+        self._write_json("summary.json", summary)
+        return summary
+
+    def close(self):
+        for env in (self.env, self._eval_env):
+            if env is not None:
+                env.close()
+        self._eval_env = None
+
+
+def _config_dict(c) -> dict:
+    if dataclasses.is_dataclass(c):
+        return {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else repr(v))
+                for k, v in dataclasses.asdict(c).items()}
+    return dict(c) if isinstance(c, dict) else {"repr": repr(c)}
+
+
+def _safe_step(line: str) -> float:
+    try:
+        return json.loads(line).get("step", 0)
+    except json.JSONDecodeError:  # a line torn by a kill
+        return math.inf
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """A run folder, its checkpoints/ folder, or one step_* folder -> the checkpoint folder."""
+    p = Path(path)
+    for root in (p / CHECKPOINTS, p):
+        if (root / LATEST).is_file():
+            name = json.loads((root / LATEST).read_text())["checkpoint"]
+            return root / name
+    if (p / "trainer.json").is_file():
+        return p
+    raise DatasetError(f"no checkpoint in {p}: pass a run folder written by `robolearn train` "
+                       f"(it holds {CHECKPOINTS}/{LATEST})")
+
+
+def read_metrics(path: str | Path, kind: str) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for ln in path.read_text().splitlines():
+        try:
+            rec = json.loads(ln)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("kind") == kind:
+            out.append(rec)
+    return out
+
+
+def plot_learning_curve(metrics: str | Path, png: str | Path, title: str = "") -> Path:
+    """Eval return and success rate against env steps (plus training-episode returns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evals = read_metrics(metrics, "eval")
+    eps = read_metrics(metrics, "episode")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if eps:
+        ax.plot([e["step"] for e in eps], [e["return"] for e in eps], ".", ms=2, alpha=0.3,
+                color="gray", label="training episode return")
+    if evals:
+        ax.plot([e["step"] for e in evals], [e["return"] for e in evals], "o-", label="eval return")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("return")
+    ax.grid(alpha=0.3)
+    if evals and not all(math.isnan(e["success_rate"]) for e in evals):
+        ax2 = ax.twinx()
+        ax2.plot([e["step"] for e in evals], [e["success_rate"] for e in evals], "s--", color="tab:green",
+                 label="eval success rate")
+        ax2.set_ylim(-0.05, 1.05)
+        ax2.set_ylabel("success rate")
+        ax2.legend(loc="lower right")
+    ax.legend(loc="upper left")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return Path(png)
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Run a whole training (convenience for scripts and the benchmark)."""
+    trainer = Trainer(cfg)
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
+def load_policy(checkpoint: str | Path, render_mode: str | None = None):
+    """(act_fn, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
+    and loads only the policy weights (`policy.safetensors`), as an actor would."""
+    from safetensors.torch import load_file
+
+    from robolearn.policies.registry import make_agent
+
+    ckpt = find_checkpoint(checkpoint)
+    try:
+        state = json.loads((ckpt / "trainer.json").read_text())
+        weights = load_file(str(ckpt / "policy.safetensors"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
+    cfg = config_from_dict(state["train"], source=f"checkpoint {ckpt}")
+    torch.set_num_threads(cfg.threads)
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, cfg.env_kwargs)
+    agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
+                       **state["agent_overrides"])
+    agent.load_policy_state(weights)
+    return (lambda obs: agent.act(obs, deterministic=True)), env, cfg

@@ -1,0 +1,51 @@
+"""`robolearn actor LAUNCH.toml`: one actor process (env + fixed-rate loop) of an actor/learner run."""
+HELP = ("Run an actor: the env in a fixed-rate control loop, streaming transitions to the learner "
+        "and acting with the newest weights it publishes.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("launch", help="launch TOML (see launch/sim_arm_reach_async.toml)")
+    parser.add_argument("--id", default="actor0", help="actor id shown in the learner's metrics")
+    parser.add_argument("--seed", type=int, help="env/exploration seed (default: launch seed)")
+    parser.add_argument("--connect", default=None,
+                        help="learner host (default: learner.host from the launch file)")
+    parser.add_argument("--port", type=int, help="learner data port (overrides learner.port)")
+    parser.add_argument("--weights-port", type=int, help="learner weights port")
+    parser.add_argument("--out", help="folder for actor_<id>.json (default: the run folder)")
+    parser.add_argument("--max-steps", type=int, help="stop after N env steps (0: until the learner stops)")
+    parser.add_argument("--hz", type=float, help="loop rate (overrides actor.loop_hz; 0 = unpaced)")
+
+
+def run(args) -> int:
+    import json
+    import logging
+
+    from robolearn.commands.learner import apply_overrides
+    from robolearn.errors import ConfigError
+    from robolearn.runtime.actor import run_actor
+    from robolearn.runtime.config import load_launch
+    from robolearn.runtime.transport import endpoint
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = load_launch(args.launch)
+    if args.max_steps is not None:
+        cfg.actor.max_steps = args.max_steps
+    if args.hz is not None:
+        cfg.actor.loop_hz = args.hz
+    cfg = apply_overrides(cfg, args)
+    lc = cfg.learner
+    if lc.port == 0 or lc.weights_port == 0:
+        raise ConfigError("learner.port/weights_port = 0 only works with `robolearn launch`; "
+                          "pass --port and --weights-port")
+    host = args.connect or lc.host
+    d, w = endpoint(host, lc.port), endpoint(host, lc.weights_port)
+    print(f"actor {args.id}: learner data {d}  weights {w}", flush=True)
+    summary = run_actor(cfg, args.id, d, w, seed=args.seed, out_dir=cfg.run_dir())
+    print(json.dumps(summary), flush=True)
+    reason = summary["exit_reason"]
+    if reason.startswith("refused") or reason.startswith("link failed"):
+        print(f"robolearn actor: error: {reason}", flush=True)
+        return 3
+    if reason.startswith("learner lost"):
+        return 4
+    return 0

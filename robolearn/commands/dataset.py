@@ -1,0 +1,122 @@
+"""`robolearn dataset info|view|export DATASET`: inspect, look at, or convert a recorded dataset."""
+from __future__ import annotations
+
+HELP = ("Inspect a recorded dataset (info), write a contact sheet PNG of an episode with its "
+        "actions plotted beside the frames (view), or export it to the LeRobot layout (export).")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("action", choices=("info", "view", "export"), help="what to do")
+    parser.add_argument("dataset", help="dataset directory written by `robolearn record`")
+    parser.add_argument("--json", action="store_true", help="info: print the summary as JSON")
+    parser.add_argument("--episode", type=int, default=None, help="view: episode index (default: the first)")
+    parser.add_argument("--frames", type=int, default=8, help="view: frames per camera on the sheet (default 8)")
+    parser.add_argument("--out", default=None,
+                        help="view: PNG path (default DATASET/view_episode_<n>.png); export: output directory")
+    parser.add_argument("--format", choices=("lerobot",), default="lerobot", help="export: target layout")
+    parser.add_argument("--task", default=None, help="export: task description (default: the env id)")
+    parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: env name)")
+    parser.add_argument("--overwrite", action="store_true", help="export: replace a non-empty --out")
+
+
+def run(args) -> int:
+    from robolearn.errors import ConfigError
+
+    if args.action == "info":
+        return _info(args)
+    if args.action == "view":
+        return _view(args)
+    if args.out is None:
+        raise ConfigError("dataset export needs --out DIR (the LeRobot dataset directory to write)")
+    from robolearn.data.lerobot_export import export_lerobot
+
+    info = export_lerobot(args.dataset, args.out, task=args.task, robot_type=args.robot_type,
+                          overwrite=args.overwrite)
+    print(f"exported {info['total_episodes']} episodes / {info['total_frames']} frames "
+          f"({info['total_videos']} videos) to {args.out} (LeRobot {info['codebase_version']}, {info['fps']} fps)")
+    return 0
+
+
+def _info(args) -> int:
+    import json
+
+    from robolearn.data.dataset import Dataset
+
+    s = Dataset(args.dataset).summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    print(f"dataset:      {s['path']}")
+    print(f"env:          {s['env_id']} at {s['control_hz']:g} Hz")
+    print(f"episodes:     {s['episodes']}")
+    print(f"steps:        {s['steps']} ({s['duration_s']:.1f} s recorded)")
+    print(f"success rate: {100 * s['success_rate']:.1f}%")
+    print(f"cameras:      {', '.join(s['cameras']) or '-'}")
+    print(f"state keys:   {', '.join(s['state_keys']) or '-'}; action dim {s['action_dim']}")
+    print(f"devices:      {', '.join(d for d in s['devices'] if d) or '-'}; intervention steps {s['interventions']}")
+    if s["stale_tmp"]:
+        print(f"unfinished:   {len(s['stale_tmp'])} interrupted episode(s) ignored ({', '.join(s['stale_tmp'])}); "
+              "the next `robolearn record` into this dataset removes them")
+    return 0
+
+
+def _view(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from robolearn.data.dataset import Dataset, episode_dirname
+    from robolearn.errors import ConfigError, DatasetError
+
+    ds = Dataset(args.dataset)
+    if not ds.indices:
+        raise DatasetError(f"{ds.root}: has no episodes to view")
+    idx = ds.indices[0] if args.episode is None else args.episode
+    if args.frames < 1:
+        raise ConfigError(f"--frames {args.frames}: show at least 1 frame")
+    ep = ds.episode(idx)
+    n = ep.steps
+    picks = np.unique(np.linspace(0, n, min(args.frames, n + 1)).round().astype(int))
+    rows = len(ep.cameras) + 2
+    fig = plt.figure(figsize=(max(8, 1.6 * len(picks)), 1.8 * len(ep.cameras) + 5))
+    gs = fig.add_gridspec(rows, len(picks), height_ratios=[1.0] * len(ep.cameras) + [1.4, 1.0])
+    for r, cam in enumerate(ep.cameras):
+        frames = ep.frames(cam)
+        for c, t in enumerate(picks):
+            ax = fig.add_subplot(gs[r, c])
+            ax.imshow(frames[t])
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"t={t}", fontsize=8)
+            if c == 0:
+                ax.set_ylabel(cam, fontsize=8)
+    ax = fig.add_subplot(gs[len(ep.cameras), :])
+    acts = ep.data["action"]
+    for d in range(acts.shape[1]):
+        ax.plot(np.arange(n), acts[:, d], label=f"a[{d}]")
+    inter = np.flatnonzero(ep.data["intervention"])
+    if inter.size:
+        ax.scatter(inter, np.full(inter.size, 1.05), marker="|", color="red", label="intervention")
+    for t in picks:
+        ax.axvline(t, color="gray", lw=0.5, ls=":")
+    ax.set_ylim(-1.1, 1.15)
+    ax.set_ylabel("action")
+    ax.legend(fontsize=7, ncol=min(8, acts.shape[1] + 1), loc="lower right")
+    ax2 = fig.add_subplot(gs[len(ep.cameras) + 1, :], sharex=ax)
+    ax2.plot(np.arange(n), ep.data["reward"], color="k", label="reward")
+    succ = np.flatnonzero(ep.data["success"])
+    if succ.size:
+        ax2.scatter(succ, ep.data["reward"][succ], color="green", s=12, label="success")
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("reward")
+    ax2.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{ds.env_id} episode {idx}: {n} steps, {'success' if ep.meta.get('success') else 'failure'}, "
+                 f"device {ep.meta.get('device')}, seed {ep.meta.get('seed')}", fontsize=10)
+    out = args.out or str(ds.root / f"view_{episode_dirname(idx)}.png")
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    print(f"wrote {out}")
+    return 0

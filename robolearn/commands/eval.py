@@ -1,0 +1,38 @@
+"""`robolearn eval`: re-evaluate a training checkpoint (deterministic policy), optional video."""
+from __future__ import annotations
+
+import json
+
+HELP = "Re-evaluate a checkpoint: robolearn eval --checkpoint RUN_DIR --episodes N [--video out.mp4]"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--checkpoint", required=True, metavar="DIR",
+                        help="a run folder written by `robolearn train` (or one of its checkpoints/step_* folders)")
+    parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default 10)")
+    parser.add_argument("--video", default=None, metavar="PATH",
+                        help="also record one episode to this MP4 (a PNG strip if video writing fails)")
+    parser.add_argument("--seed", type=int, default=None, help="evaluation seed (default: the run's seed)")
+
+
+def run(args) -> int:
+    import os
+
+    # headless offscreen rendering for the eval video unless the user chose a GL backend
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    from robolearn.policies import evaluation
+    from robolearn.policies.training import load_policy
+
+    policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None)
+    seed = cfg.seed if args.seed is None else args.seed
+    try:
+        res = evaluation.evaluate(env, policy, args.episodes, seed=seed)
+        out = {"checkpoint": str(args.checkpoint), "env": cfg.env, "algo": cfg.algo, **res.as_dict()}
+        if args.video:
+            path, _ = evaluation.record(env, policy, args.video, episodes=1, seed=seed)
+            out["video"] = str(path)
+    finally:
+        env.close()
+    print(json.dumps(out, indent=2))
+    return 0

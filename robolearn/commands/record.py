@@ -1,0 +1,73 @@
+"""`robolearn record ENV_ID --device D --episodes N --out DATASET`: record demonstrations.
+
+Each finished episode is committed atomically (see robolearn/data/dataset.py), so stopping
+the recorder any way (Esc, Ctrl-C, a crash, kill -9) keeps every episode saved before it.
+"""
+from __future__ import annotations
+
+HELP = ("Record teleoperated (or scripted) demonstration episodes to a crash-safe dataset "
+        "directory (data.npz + MP4 per camera + JSON metadata per episode).")
+
+
+def add_arguments(parser) -> None:
+    from robolearn.teleop.session import add_device_arguments
+
+    parser.add_argument("env_id", help="env to record in, e.g. robolearn/ArmReach-v0 (see `robolearn envs`)")
+    add_device_arguments(parser)
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to save (discarded ones do not count)")
+    parser.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
+    parser.add_argument("--seed", type=int, default=0, help="reset seed of the first episode (then +1 each)")
+    parser.add_argument("--obs", choices=("state", "pixels", "both"), default="both",
+                        help="what to record: state vector, camera videos, or both (default)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="end an episode after this many steps (default: the env's time limit)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="pacing in Hz (default: the env's control rate for human devices, "
+                             "unpaced for --device scripted); 0 = as fast as possible")
+    parser.add_argument("--end-on-success", action="store_true",
+                        help="end an episode (labelled success) as soon as the env reports success")
+    parser.add_argument("--noise", type=float, default=0.0,
+                        help="scripted device only: Gaussian action noise for more diverse demos")
+    parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
+                        help="extra env kwarg (JSON value), repeatable, e.g. --env-kw image_size=[64,64]")
+
+
+def run(args) -> int:
+    from robolearn.data.dataset import DatasetWriter
+    from robolearn.errors import ConfigError
+    from robolearn.teleop import make_device
+    from robolearn.teleop.recorder import record
+    from robolearn.teleop.session import Readout, device_config, open_env, parse_env_kwargs
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise ConfigError(f"--max-steps {args.max_steps}: must be >= 1")
+    env = open_env(args.env_id, args.obs, **parse_env_kwargs(args.env_kw))
+    device = None
+    writer = None
+    try:
+        hz = float(env.metadata.get("control_hz", 10.0))
+        config = {"noise": args.noise, "seed": args.seed} if args.device == "scripted" else device_config(args)
+        device = make_device(args.device, env, **config)
+        rate = args.rate if args.rate is not None else (0.0 if args.device == "scripted" else hz)
+        writer = DatasetWriter(args.out, env_id=args.env_id, control_hz=hz,
+                               observation_space=env.observation_space, action_space=env.action_space,
+                               obs_mode=args.obs)
+        readout = Readout()
+        readout.line(f"recording {args.episodes} episode(s) of {args.env_id} into {args.out} "
+                     f"({writer.num_episodes} already there) at "
+                     f"{'max speed' if rate == 0 else f'{rate:g} Hz'}")
+        readout.line(device.help())
+        res = record(env, device, writer, args.episodes, seed=args.seed, max_steps=args.max_steps,
+                     rate_hz=rate, end_on_success=args.end_on_success, readout=readout)
+        n = len(res.saved)
+        readout.line(f"done: {n} episode(s) saved, {res.successes} successful, {res.discarded} discarded, "
+                     f"{res.steps} steps; dataset now has {writer.num_episodes} episode(s)")
+        return 0
+    finally:
+        if device is not None:
+            device.close()
+        if writer is not None:
+            writer.close()
+        env.close()

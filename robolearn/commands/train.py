@@ -1,0 +1,102 @@
+"""`robolearn train`: one training run from flags or a launch TOML (flags override the file)."""
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = ("Train a policy: `robolearn train --env ID --algo NAME [--steps N] [--seed S] "
+        "[--demos PATH] [--out DIR]`, or `robolearn train LAUNCH.toml [--out DIR]`, "
+        "or `robolearn train --resume RUN_DIR [--steps N]`.")
+
+# flag -> TrainConfig field (every one defaults to None so only flags actually given override)
+FLAGS = {
+    "env": (str, "env ID (see `robolearn envs`); non-robolearn Gymnasium IDs also work"),
+    "algo": (str, "learning algorithm (see `robolearn algos`)"),
+    "steps": (int, "total env steps"),
+    "seed": (int, "random seed (env, agent, replay)"),
+    "demos": (str, "prior data: a recorded dataset folder, an .npz of transitions, or scripted:N"),
+    "out": (str, "run folder (default runs/<env>-<algo>-s<seed>)"),
+    "obs": (str, "observation mode for robolearn envs: state | pixels | both"),
+    "eval_every": (int, "env steps between evaluations (0: only at the end)"),
+    "eval_episodes": (int, "episodes per evaluation"),
+    "checkpoint_every": (int, "env steps between checkpoints (taken at the next episode end)"),
+    "log_every": (int, "env steps between training-metric records"),
+    "utd": (int, "gradient updates per env step (default: the algorithm preset's)"),
+    "learning_starts": (int, "random-action env steps before learning (default: the preset's)"),
+    "buffer_size": (int, "replay capacity (default: --steps)"),
+    "max_episode_steps": (int, "override the env's episode length"),
+    "threads": (int, "torch CPU threads"),
+}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("launch", nargs="?", help="launch TOML file (e.g. launch/demo_arm_reach.toml)")
+    for name, (typ, help_text) in FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None, help=help_text)
+    parser.add_argument("--resume", metavar="RUN_DIR", default=None,
+                        help="continue a run from its latest checkpoint (optionally with a larger --steps)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="agent option override, e.g. --set lr=1e-3 (repeatable; values parsed as TOML)")
+    parser.add_argument("--no-video", dest="video", action="store_false", default=None,
+                        help="skip the evaluation video at the end")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                        help="no progress bar (logs only)")
+
+
+def parse_overrides(items: list[str]) -> dict:
+    import tomllib
+
+    from robolearn.errors import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set lr=3e-4")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value  # a bare word: keep it as a string
+    return out
+
+
+def run(args) -> int:
+    import os
+
+    # headless offscreen rendering for the eval video unless the user chose a GL backend
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    from robolearn.errors import ConfigError
+    from robolearn.policies.training import Trainer, config_from_dict, load_launch, TrainConfig
+
+    if args.resume:
+        if args.launch:
+            raise ConfigError("pass either a launch file or --resume RUN_DIR, not both")
+        given = {k for k in FLAGS if getattr(args, k) is not None} - {"steps"}
+        if given or args.set:
+            raise ConfigError(f"--resume continues a run with its saved config; only --steps may "
+                              f"change (got {sorted(given) + (['--set'] if args.set else [])})")
+        trainer = Trainer.resume(args.resume, steps=args.steps, progress=args.progress)
+    else:
+        import dataclasses
+
+        base = load_launch(args.launch) if args.launch else TrainConfig()
+        if not args.launch and args.env is None:
+            raise ConfigError("give --env ID (and --algo NAME), or a launch TOML file; "
+                              "see `robolearn envs` and `robolearn algos`")
+        d = dataclasses.asdict(base)
+        for k in FLAGS:
+            if getattr(args, k) is not None:
+                d[k] = getattr(args, k)
+        for k in ("video", "progress"):
+            if getattr(args, k) is not None:
+                d[k] = getattr(args, k)
+        d["agent"] = {**d["agent"], **parse_overrides(args.set)}
+        trainer = Trainer(config_from_dict(d, source="train options"))
+    try:
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    print(json.dumps(summary, indent=2))
+    print(f"run folder: {trainer.dir}", file=sys.stderr)
+    return 0

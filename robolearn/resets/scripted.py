@@ -1,0 +1,70 @@
+"""Scripted reset controllers: bring a robot back to a start pose through its protocol only.
+
+Why through the protocol: the same reset must run on the simulator and on hardware, where the
+only way to move is `command` + `advance`. `MoveToJoints` ramps the joint targets toward a pose
+at a fraction of the servos' speed (gentle on a real arm) and fails loudly if the arm does not
+get there (blocked, unpowered, miscalibrated) instead of letting an episode start anywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from robolearn.errors import ConfigError, SafetyError
+from robolearn.robot import Arm
+
+
+@dataclass
+class MoveToJoints:
+    """Move an `Arm` to joint angles `q` (rad) and gripper angle `gripper` (rad).
+
+    speed_fraction: fraction of `spec.max_velocity` the targets ramp at.
+    tolerance: max |q - target| (rad) accepted as arrived.
+    timeout: seconds of (robot) time before giving up with `SafetyError`.
+    """
+
+    q: np.ndarray
+    gripper: float
+    speed_fraction: float = 0.3
+    tolerance: float = 0.03
+    timeout: float = 10.0
+    dt: float = 0.05
+
+    def __post_init__(self):
+        self.q = np.asarray(self.q, dtype=np.float64)
+        if not 0 < self.speed_fraction <= 1:
+            raise ConfigError(f"speed_fraction={self.speed_fraction}: must be in (0, 1]")
+        if self.dt <= 0 or self.timeout <= 0:
+            raise ConfigError("MoveToJoints needs dt > 0 and timeout > 0")
+
+    def run(self, arm: Arm) -> float:
+        """Drive `arm` to the pose; returns the time taken (s). Raises SafetyError on timeout."""
+        spec = arm.spec
+        if self.q.shape != (spec.n_joints,):
+            raise ConfigError(f"reset pose has {self.q.shape} joints, the arm has {spec.n_joints}")
+        goal = np.clip(self.q, spec.lower, spec.upper)
+        g_goal = float(np.clip(self.gripper, min(spec.gripper_closed, spec.gripper_open),
+                               max(spec.gripper_closed, spec.gripper_open)))
+        step = np.asarray(spec.max_velocity) * self.speed_fraction * self.dt
+        g_rate = float(np.max(spec.max_velocity)) * self.speed_fraction * self.dt
+        state = arm.read()
+        cmd = np.clip(state.q, spec.lower, spec.upper)
+        g_cmd = float(state.gripper)
+        elapsed = 0.0
+        while True:
+            cmd = cmd + np.clip(goal - cmd, -step, step)
+            g_cmd = g_cmd + float(np.clip(g_goal - g_cmd, -g_rate, g_rate))
+            arm.command(cmd, g_cmd)
+            arm.advance(self.dt)
+            elapsed += self.dt
+            state = arm.read()
+            if np.max(np.abs(state.q - goal)) <= self.tolerance and np.allclose(cmd, goal):
+                return elapsed
+            if elapsed >= self.timeout:
+                worst = int(np.argmax(np.abs(state.q - goal)))
+                name = spec.joint_names[worst]
+                raise SafetyError(
+                    f"reset did not reach the home pose within {self.timeout:.1f} s: joint {name!r} "
+                    f"is at {state.q[worst]:.3f} rad, target {goal[worst]:.3f} rad (is the arm "
+                    "blocked, unpowered or miscalibrated? clear it and reset again)")

@@ -1,0 +1,409 @@
+"""Actor process: owns the env and the fixed-rate loop; streams transitions, takes weights.
+
+Why the split into two threads: the control loop must never wait on the network or on weight
+decoding ("late weights are fine, a late action is not"). The loop thread only appends to a
+bounded outbox and, between ticks, swaps in a policy that the link thread already decoded and
+loaded into a spare agent (double buffering: the swap is a reference assignment). The link
+thread owns both ZMQ sockets (they are not thread-safe) and makes the reconnection logic
+explicit: HELLO until WELCOME, heartbeats, a `learner_alive` flag driven by the last word from
+the learner, and a fresh HELLO when the learner restarts (new session id) or goes silent.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from robolearn.errors import ConfigError
+from robolearn.runtime import messages as M
+from robolearn.runtime.config import ActorConfig, LaunchConfig
+from robolearn.runtime.loop import ControlLoop, raise_priority
+
+log = logging.getLogger("robolearn.runtime.actor")
+
+
+class LearnerLink(threading.Thread):
+    """Actor side of the link, run in its own thread. Read its counters from any thread."""
+
+    HELLO_RETRY_S = 0.5
+
+    def __init__(self, cfg: ActorConfig, data_endpoint: str, weights_endpoint: str,
+                 actor_id: str, fingerprint: dict, curve=None, spare_agents: list | None = None):
+        super().__init__(name=f"link-{actor_id}", daemon=True)
+        self.cfg = cfg
+        self.data_endpoint, self.weights_endpoint = data_endpoint, weights_endpoint
+        self.actor_id = actor_id
+        self.fingerprint = fingerprint
+        self.curve = curve
+        self.outbox: collections.deque = collections.deque()
+        self._halt = threading.Event()
+        # weights: spare agents to load into (free) and loaded ones waiting for the loop (ready)
+        self.free: queue.Queue = queue.Queue()
+        self.ready: queue.Queue = queue.Queue()
+        for a in spare_agents or []:
+            self.free.put(a)
+        self._pending_weights: dict | None = None
+        # state and counters
+        self.welcomed = False
+        self.session: str | None = None
+        self.last_heard = 0.0
+        self.ever_connected = False
+        self.refused: str | None = None
+        self.shutdown = False
+        self.sent = 0
+        self.dropped = 0
+        self.weights_received = 0
+        self.weights_version = -1
+        self.reconnects = 0
+        self.bad_messages = 0
+        self.error: BaseException | None = None
+
+    # ------------------------------------------------------------------ loop-thread side
+    def submit(self, transition: dict) -> None:
+        """Queue one transition; never blocks. When full, the oldest is dropped and counted."""
+        if len(self.outbox) >= self.cfg.outbox:
+            self.outbox.popleft()
+            self.dropped += 1
+        self.outbox.append(transition)
+
+    @property
+    def learner_alive(self) -> bool:
+        return self.welcomed and (time.monotonic() - self.last_heard) < self.cfg.learner_timeout_s
+
+    def stop(self) -> None:
+        self._halt.set()
+
+    # ------------------------------------------------------------------- link thread
+    def run(self) -> None:
+        import zmq
+
+        from robolearn.runtime.transport import ActorSockets
+
+        try:
+            socks = ActorSockets(self.data_endpoint, self.weights_endpoint,
+                                 identity=f"{self.actor_id}-{uuid.uuid4().hex[:6]}",
+                                 curve=self.curve, max_bytes=self.cfg.max_message_bytes)
+        except BaseException as exc:  # noqa: BLE001 - reported to the loop thread
+            self.error = exc
+            return
+        poller = zmq.Poller()
+        poller.register(socks.dealer, zmq.POLLIN)
+        poller.register(socks.sub, zmq.POLLIN)
+        last_hello = last_hb = last_flush = 0.0
+        pending: bytes | None = None  # an encoded batch that could not be sent yet
+        try:
+            while not self._halt.is_set():
+                now = time.monotonic()
+                if self.welcomed and now - self.last_heard > self.cfg.learner_timeout_s:
+                    log.warning("%s: no word from the learner for %.1f s: learner lost; "
+                                "acting on with the last weights", self.actor_id,
+                                now - self.last_heard)
+                    self.welcomed = False
+                if not self.welcomed and now - last_hello > self.HELLO_RETRY_S:
+                    last_hello = now
+                    self._send(socks, M.encode(M.HELLO, actor_id=self.actor_id,
+                                               fingerprint=self.fingerprint, pid=os.getpid()))
+                if self.welcomed and now - last_hb > self.cfg.heartbeat_s:
+                    last_hb = now
+                    self._send(socks, M.encode(M.HEARTBEAT, actor_id=self.actor_id,
+                                               session=self.session))
+                if self.welcomed:
+                    if pending is None and self.outbox and (
+                            len(self.outbox) >= self.cfg.send_batch
+                            or now - last_flush > self.cfg.flush_s):
+                        pending = self._encode_batch()
+                    if pending is not None and self._send(socks, pending):
+                        pending = None
+                        last_flush = now
+                self._load_pending_weights()
+                for sock, _ in poller.poll(timeout=5):
+                    while True:
+                        try:
+                            frame = sock.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._handle(frame, from_pub=sock is socks.sub)
+        except BaseException as exc:  # noqa: BLE001
+            self.error = exc
+            log.exception("%s: link thread failed", self.actor_id)
+        finally:
+            socks.close()
+
+    def _send(self, socks, data: bytes) -> bool:
+        import zmq
+
+        try:
+            socks.dealer.send(data, zmq.NOBLOCK)
+            return True
+        except zmq.Again:  # learner not connected (immediate=1): keep it for later
+            return False
+
+    def _encode_batch(self) -> bytes | None:
+        items = []
+        while self.outbox and len(items) < self.cfg.send_batch:
+            items.append(self.outbox.popleft())
+        if not items:
+            return None
+        data = M.encode(M.TRANSITIONS, max_bytes=self.cfg.max_message_bytes,
+                        actor_id=self.actor_id, session=self.session,
+                        batch=M.stack_transitions(items))
+        self.sent += len(items)
+        return data
+
+    def _handle(self, frame: bytes, from_pub: bool) -> None:
+        try:
+            msg = M.decode(frame, max_bytes=self.cfg.max_message_bytes, check_version=False)
+        except M.MessageError as exc:
+            self.bad_messages += 1
+            log.error("%s: dropped a malformed message from the learner: %s", self.actor_id, exc)
+            return
+        kind = msg["type"]
+        if msg["v"] != M.PROTOCOL_VERSION:
+            self.refused = (f"learner speaks protocol version {msg['v']}, this actor speaks "
+                            f"{M.PROTOCOL_VERSION}: install the same robolearn version on both")
+            return
+        if kind == M.WELCOME:
+            if self.session is not None and msg.get("session") != self.session:
+                self.reconnects += 1
+                log.warning("%s: connected to a new learner session %s", self.actor_id,
+                            msg.get("session"))
+            self.session = msg.get("session")
+            self.welcomed = True
+            self.ever_connected = True
+            self.last_heard = time.monotonic()
+        elif kind == M.REFUSE:
+            self.refused = str(msg.get("reason"))
+            log.error("%s: the learner refused this actor: %s", self.actor_id, self.refused)
+        elif kind == M.HEARTBEAT:
+            if not msg.get("known", True) or msg.get("session") != self.session:
+                self.welcomed = False   # the learner restarted and does not know us: HELLO again
+            else:
+                self.last_heard = time.monotonic()
+        elif kind == M.WEIGHTS and from_pub:
+            if msg.get("env_hash") != self.fingerprint["hash"]:
+                self.bad_messages += 1
+                log.error("%s: ignored weights for another env spec (%s)", self.actor_id,
+                          msg.get("env_hash"))
+                return
+            try:
+                state = M.decode_weights(msg)
+            except M.MessageError as exc:
+                self.bad_messages += 1
+                log.error("%s: dropped weights: %s", self.actor_id, exc)
+                return
+            self.weights_received += 1
+            self.weights_version = int(msg.get("version", -1))
+            self._pending_weights = state
+        elif kind == M.SHUTDOWN and from_pub:
+            if msg.get("env_hash") == self.fingerprint["hash"]:
+                self.shutdown = True
+
+    def _load_pending_weights(self) -> None:
+        """Load the newest decoded weights into a spare agent (off the loop thread)."""
+        if self._pending_weights is None:
+            return
+        try:
+            agent = self.free.get_nowait()
+        except queue.Empty:
+            return  # the loop has not swapped the previous one in yet
+        state, self._pending_weights = self._pending_weights, None
+        try:
+            agent.load_policy_state(state)
+        except Exception as exc:  # noqa: BLE001 - wrong architecture: drop, keep acting
+            self.bad_messages += 1
+            log.error("%s: weights do not fit this actor's policy (%s); check that actor and "
+                      "learner use the same [learner.agent] settings", self.actor_id, exc)
+            self.free.put(agent)
+            return
+        self.ready.put(agent)
+
+
+class Actor:
+    """Env + control loop + learner link. `run()` returns a summary dict."""
+
+    def __init__(self, cfg: LaunchConfig, actor_id: str, data_endpoint: str,
+                 weights_endpoint: str, seed: int | None = None, out_dir: Path | None = None,
+                 stop: threading.Event | None = None, env=None, agents: list | None = None):
+        from robolearn.runtime.transport import CurveClient
+
+        self.cfg = cfg
+        self.acfg = cfg.actor
+        self.actor_id = actor_id
+        self.seed = cfg.seed if seed is None else seed
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.stop_event = stop or threading.Event()
+        self.env = env if env is not None else _make_env(cfg)
+        self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
+                                             self.env.action_space)
+        # two agents: one acting, one being loaded by the link thread (double buffering)
+        if agents is None:
+            agents = [_make_agent(cfg, self.env, self.seed) for _ in range(2)]
+        self.active = None  # no weights yet
+        curve = CurveClient(Path(cfg.keys)) if cfg.keys else None
+        self.link = LearnerLink(self.acfg, data_endpoint, weights_endpoint, actor_id,
+                                self.fingerprint, curve=curve, spare_agents=agents)
+        self.rng = np.random.default_rng(self.seed)
+        self.swaps = 0
+        self.paused_ticks = 0
+        self.exit_reason = "running"
+        hz = self.acfg.loop_hz
+        if hz is None:
+            hz = float(self.env.unwrapped.metadata.get("control_hz")
+                       or self.env.metadata.get("render_fps") or 0)
+            if hz <= 0:
+                raise ConfigError(f"{cfg.env} declares no control_hz; set actor.loop_hz")
+        self.hz = float(hz)
+        self.control = ControlLoop(self.env, self._get_policy, self.hz,
+                                   on_step=self._on_step, before_tick=self._before_tick,
+                                   seed=self.seed)
+
+    # ----------------------------------------------------------------- loop callbacks
+    def _random_policy(self, obs):
+        space = self.env.action_space
+        return self.rng.uniform(space.low, space.high).astype(np.float32)
+
+    def _agent_policy(self, obs):
+        return self.active.act(obs, deterministic=False)
+
+    def _get_policy(self):
+        if self.active is None:
+            if self.acfg.random_until_weights:
+                return self._random_policy
+            return self._zero_policy
+        return self._agent_policy
+
+    def _zero_policy(self, obs):
+        return np.zeros(self.env.action_space.shape, np.float32)
+
+    def _on_step(self, tr: dict) -> None:
+        info = tr.pop("info")
+        tr["intervention"] = bool(info.get("intervention", False))
+        tr["success"] = bool(info.get("success", False))
+        tr["step"] = self.control.env_steps
+        self.link.submit(tr)
+
+    def _before_tick(self):
+        link = self.link
+        try:
+            new = link.ready.get_nowait()
+        except queue.Empty:
+            new = None
+        if new is not None:  # swap: the old one goes back to the link thread to be refilled
+            old, self.active = self.active, new
+            self.swaps += 1
+            if old is not None:
+                link.free.put(old)
+        if link.refused:
+            self.exit_reason = f"refused: {link.refused}"
+            self.stop_event.set()
+        if link.error is not None:
+            self.exit_reason = f"link failed: {link.error}"
+            self.stop_event.set()
+        if link.shutdown:
+            self.exit_reason = "learner finished"
+            self.stop_event.set()
+        if self.acfg.max_steps and self.control.env_steps >= self.acfg.max_steps:
+            self.exit_reason = "max_steps"
+            self.stop_event.set()
+        if self.stop_event.is_set():
+            return "pause"
+        lost = not link.learner_alive
+        policy = self.acfg.on_learner_lost
+        if lost and policy == "stop" and link.ever_connected:
+            self.exit_reason = "learner lost (on_learner_lost = stop)"
+            self.stop_event.set()
+            return "pause"
+        if lost and policy == "pause":
+            self.paused_ticks += 1
+            return "pause"
+        return None
+
+    # ------------------------------------------------------------------------- run
+    def run(self) -> dict:
+        import torch
+
+        torch.set_num_threads(self.acfg.threads)
+        priority = raise_priority() if self.acfg.realtime else "default"
+        self.link.start()
+        t0 = time.monotonic()
+        try:
+            self.control.run(stop=self.stop_event)
+            if self.exit_reason == "running":
+                self.exit_reason = "stopped"
+        finally:
+            # give the link a moment to flush what is queued (learner may want the tail)
+            deadline = time.monotonic() + 0.5
+            while self.link.outbox and self.link.learner_alive and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.link.stop()
+            self.link.join(timeout=2.0)
+            self.env.close()
+        summary = self.summary(time.monotonic() - t0)
+        summary["priority"] = priority
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / f"actor_{self.actor_id}.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+    def summary(self, wall_s: float) -> dict:
+        link, ctl = self.link, self.control
+        eps = ctl.episodes
+        return {
+            "actor_id": self.actor_id, "exit_reason": self.exit_reason,
+            "env_steps": ctl.env_steps, "episodes": len(eps), "wall_s": round(wall_s, 3),
+            "train_success_rate_last20": (float(np.mean([e["success"] for e in eps[-20:]]))
+                                          if eps else None),
+            "sent": link.sent, "dropped": link.dropped, "weights_received": link.weights_received,
+            "weights_version": link.weights_version, "weight_swaps": self.swaps,
+            "reconnects": link.reconnects, "bad_messages": link.bad_messages,
+            "paused_ticks": self.paused_ticks, "loop": ctl.stats.summary(),
+        }
+
+
+def _make_env(cfg: LaunchConfig):
+    from robolearn.policies.training import make_env
+
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs)
+
+
+def agent_overrides(cfg: LaunchConfig) -> dict:
+    over = dict(cfg.learner.agent)
+    if cfg.learner.utd is not None:
+        over["utd"] = cfg.learner.utd
+    if cfg.learner.learning_starts is not None:
+        over["learning_starts"] = cfg.learner.learning_starts
+    return over
+
+
+def _make_agent(cfg: LaunchConfig, env, seed: int):
+    from robolearn.policies.registry import make_agent
+
+    return make_agent(cfg.algo, env.observation_space, env.action_space, seed=seed,
+                      **agent_overrides(cfg))
+
+
+def run_actor(cfg: LaunchConfig, actor_id: str, data_endpoint: str, weights_endpoint: str,
+              seed: int | None = None, out_dir: Path | None = None) -> dict:
+    """Build and run an actor until the learner finishes, max_steps, or SIGINT/SIGTERM."""
+    stop = threading.Event()
+
+    def _on_signal(signum, frame):
+        stop.set()
+
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        actor = Actor(cfg, actor_id, data_endpoint, weights_endpoint, seed=seed,
+                      out_dir=out_dir, stop=stop)
+        return actor.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,166 @@
+"""Launch configuration for the actor/learner runtime: dataclasses read from a TOML file.
+
+One place defines each default (here). A launch TOML looks like:
+
+    env = "robolearn/ArmReach-v0"     # top level: LaunchConfig fields
+    algo = "sac"
+    actors = 1
+    [env_kwargs]                      # passed to gymnasium.make
+    [learner]                         # LearnerConfig fields
+    [learner.agent]                   # overrides passed to make_agent (utd, batch_size, ...)
+    [actor]                           # ActorConfig fields
+
+Unknown keys anywhere raise `ConfigError` naming them (a typo must never be ignored).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robolearn.errors import ConfigError
+
+LOST_POLICIES = ("continue", "pause", "stop")
+PACES = ("utd", "free")
+
+
+@dataclass
+class LearnerConfig:
+    host: str = "127.0.0.1"          # bind address; 0.0.0.0 only with `keys` (Curve) set
+    port: int = 5555                 # data (ROUTER); 0 = pick a free one (launch only)
+    weights_port: int = 5556         # weights (PUB); 0 = pick a free one (launch only)
+    total_env_steps: int = 10_000    # stop after this many transitions received (0: never)
+    publish_every: int = 25          # updates between weight broadcasts
+    checkpoint_every: int = 0        # updates between checkpoints (0: only at the end)
+    eval_episodes: int = 20          # deterministic episodes at the end (0: skip)
+    buffer_size: int = 0             # replay capacity (0: total_env_steps or 100k)
+    pace: str = "utd"                # "utd": utd updates per received step; "free": as fast as possible
+    utd: int | None = None           # shortcut for agent.utd
+    learning_starts: int | None = None  # shortcut for agent.learning_starts
+    demos: str | None = None         # prior data (dataset dir, .npz, scripted:N) as in `train`
+    nice: int = 0                    # raise the learner's nice value (keeps the actor on time)
+    threads: int = 1                 # torch threads of the learner
+    actor_timeout_s: float = 5.0     # an actor silent this long is reported dead
+    metrics_every_s: float = 2.0
+    max_message_bytes: int = 64 << 20
+    agent: dict = field(default_factory=dict)
+
+
+@dataclass
+class ActorConfig:
+    loop_hz: float | None = None     # control-loop rate; None: the env's control_hz; 0: unpaced
+    send_batch: int = 32             # transitions per message (also flushed every flush_s)
+    flush_s: float = 0.1
+    outbox: int = 20_000             # bounded buffer while the learner is away (drops oldest)
+    heartbeat_s: float = 0.25
+    learner_timeout_s: float = 2.0   # no word from the learner this long -> learner lost
+    on_learner_lost: str = "continue"  # continue | pause | stop
+    max_steps: int = 0               # stop after this many env steps (0: until the learner says)
+    random_until_weights: bool = True  # uniform random actions until the first weights arrive
+    realtime: bool = True            # raise the loop thread's priority, freeze the GC
+    threads: int = 1                 # torch threads of the actor
+    max_message_bytes: int = 64 << 20
+
+
+@dataclass
+class LaunchConfig:
+    env: str = "robolearn/ArmReach-v0"
+    algo: str = "sac"
+    seed: int = 0
+    obs: str = "state"
+    max_episode_steps: int | None = None
+    actors: int = 1                  # how many actor processes `launch` starts
+    out: str | None = None           # run folder (default runs/<env>-<algo>-async-s<seed>)
+    keys: str | None = None          # CurveZMQ key folder from `robolearn keygen` (None: plain TCP)
+    env_kwargs: dict = field(default_factory=dict)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+
+    def run_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        return Path("runs") / f"{self.env.split('/')[-1]}-{self.algo}-async-s{self.seed}"
+
+    def validate(self) -> "LaunchConfig":
+        lc, ac = self.learner, self.actor
+        _int_at_least(self, "actors", 1)
+        _int_at_least(self, "seed", 0)
+        for name in ("port", "weights_port"):
+            v = getattr(lc, name)
+            if not isinstance(v, int) or not 0 <= v <= 65535:
+                raise ConfigError(f"learner.{name}={v!r}: must be a TCP port (0 = pick a free one)")
+        for name in ("total_env_steps", "checkpoint_every", "eval_episodes", "buffer_size"):
+            _int_at_least(lc, name, 0, "learner.")
+        for name in ("publish_every", "threads", "max_message_bytes"):
+            _int_at_least(lc, name, 1, "learner.")
+        for name in ("send_batch", "outbox", "threads", "max_message_bytes"):
+            _int_at_least(ac, name, 1, "actor.")
+        _int_at_least(ac, "max_steps", 0, "actor.")
+        if lc.pace not in PACES:
+            raise ConfigError(f"learner.pace={lc.pace!r}: choose one of {', '.join(PACES)}")
+        if ac.on_learner_lost not in LOST_POLICIES:
+            raise ConfigError(f"actor.on_learner_lost={ac.on_learner_lost!r}: choose one of "
+                              f"{', '.join(LOST_POLICIES)}")
+        if ac.loop_hz is not None and (not isinstance(ac.loop_hz, (int, float)) or ac.loop_hz < 0):
+            raise ConfigError(f"actor.loop_hz={ac.loop_hz!r}: must be >= 0 (0 = unpaced)")
+        for obj, prefix, names in ((ac, "actor.", ("flush_s", "heartbeat_s", "learner_timeout_s")),
+                                   (lc, "learner.", ("actor_timeout_s", "metrics_every_s"))):
+            for name in names:
+                v = getattr(obj, name)
+                if not isinstance(v, (int, float)) or v <= 0:
+                    raise ConfigError(f"{prefix}{name}={v!r}: must be a positive number of seconds")
+        if lc.host not in ("127.0.0.1", "localhost") and not self.keys:
+            raise ConfigError(f"learner.host={lc.host!r} exposes the learner beyond this machine "
+                              "without encryption; set keys = DIR (from `robolearn keygen DIR`) "
+                              "or bind 127.0.0.1")
+        return self
+
+
+def _int_at_least(obj, name: str, low: int, prefix: str = "") -> None:
+    v = getattr(obj, name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        raise ConfigError(f"{prefix}{name}={v!r}: must be an integer >= {low}")
+
+
+def _build(cls, data: Any, where: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a table of key = value pairs")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1))
+                 else repr(k) for k in unknown]
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(hints)}; valid keys: "
+                          f"{', '.join(sorted(known))}")
+    kwargs = dict(data)
+    for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig)):
+        if name in known and name in kwargs:
+            kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
+    for name in ("env_kwargs", "agent"):
+        if name in kwargs and not isinstance(kwargs[name], dict):
+            raise ConfigError(f"{where}: {name} must be a table")
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict, source: str = "config") -> LaunchConfig:
+    return _build(LaunchConfig, data, source).validate()
+
+
+def load_launch(path: str | Path) -> LaunchConfig:
+    """Read a launch TOML into a validated LaunchConfig (ConfigError names the problem)."""
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"launch file {path} not found (examples: launch/sim_arm_reach_async.toml)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"launch file {path}: invalid TOML: {exc}") from None
+    return config_from_dict(data, source=f"launch file {path}")
+
+
+def to_dict(cfg: LaunchConfig) -> dict:
+    return dataclasses.asdict(cfg)

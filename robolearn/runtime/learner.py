@@ -1,0 +1,418 @@
+"""Learner process: receives transitions from actors, trains, publishes weights, checkpoints.
+
+Why it looks like this: one thread does everything in a simple loop (drain the socket ->
+train a slice -> publish -> log), so there are no locks around the agent or the replay.
+Pacing: with `pace = "utd"` the learner does `utd` updates per received env step (after
+`learning_starts`), i.e. the algorithm's ratio holds whatever the actors' speed, and it idles
+when it is ahead; `pace = "free"` trains continuously (benchmarks). Actors are tracked by id
+with a last-heard time: a dead actor is reported and training continues from the others.
+All actors share one replay; the buffer starts a new chain whenever consecutive transitions
+do not connect (another actor's batch), so streams never get spliced together.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robolearn.errors import ConfigError
+from robolearn.runtime import messages as M
+from robolearn.runtime.config import LaunchConfig, to_dict
+
+log = logging.getLogger("robolearn.runtime.learner")
+
+
+@dataclass
+class ActorRecord:
+    actor_id: str
+    identity: bytes
+    last_heard: float
+    transitions: int = 0
+    episodes: int = 0
+    alive: bool = True
+    ep_return: float = 0.0
+    ep_success: bool = False
+    returns: list = field(default_factory=list)
+    successes: list = field(default_factory=list)
+
+
+class Learner:
+    def __init__(self, cfg: LaunchConfig, run_dir: Path | None = None,
+                 stop: threading.Event | None = None, env=None):
+        import torch
+
+        from robolearn.data.replay import MixedSampler, ReplayBuffer
+        from robolearn.runtime.actor import _make_env, agent_overrides
+        from robolearn.policies.registry import make_agent
+
+        self.cfg = cfg
+        lc = self.lcfg = cfg.learner
+        torch.set_num_threads(lc.threads)
+        if lc.nice:
+            try:
+                os.nice(lc.nice)
+            except OSError:
+                pass
+        self.dir = Path(run_dir) if run_dir else cfg.run_dir()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.stop_event = stop or threading.Event()
+        self.env = env if env is not None else _make_env(cfg)
+        self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
+                                             self.env.action_space)
+        self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
+                                seed=cfg.seed, **agent_overrides(cfg))
+        ac = self.agent.config
+        self.utd = int(ac.utd)
+        self.batch_size = int(ac.batch_size)
+        self.learning_starts = int(getattr(ac, "learning_starts", 0))
+        cap = lc.buffer_size or min(int(getattr(ac, "replay_capacity", 1_000_000)),
+                                    max(lc.total_env_steps, 1000) if lc.total_env_steps
+                                    else 1_000_000)
+        n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
+        self.replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
+                                   n_step=n_step, gamma=gamma, seed=cfg.seed)
+        self.prior = None
+        self.sampler = self.replay
+        prior_fraction = getattr(ac, "prior_fraction", None)
+        if lc.demos:
+            from robolearn.data.replay import transitions_to_buffer
+            from robolearn.policies.training import load_demos
+
+            demos = load_demos(lc.demos, self.env, seed=cfg.seed)
+            if prior_fraction:
+                self.prior = ReplayBuffer(self.env.observation_space, self.env.action_space,
+                                          len(demos["action"]) + cap, n_step=n_step,
+                                          gamma=gamma, seed=cfg.seed + 1)
+                transitions_to_buffer(demos, self.prior)
+                self.sampler = MixedSampler(self.replay, self.prior, prior_fraction)
+            else:
+                transitions_to_buffer(demos, self.replay)
+        self.session = uuid.uuid4().hex[:12]
+        self.actors: dict[bytes, ActorRecord] = {}
+        self.env_steps = 0
+        self.weights_version = 0
+        self.published = 0
+        self.bad_messages = 0
+        self.refused = 0
+        self.dropped_unknown = 0
+        self.last_eval: dict | None = None
+        self.sockets = None
+        self._metrics_f = None
+        self._t_start = time.monotonic()
+
+    # ---------------------------------------------------------------------- sockets
+    def bind(self, data_port: int, weights_port: int) -> tuple[str, str]:
+        from robolearn.runtime.transport import CurveServer, LearnerSockets
+
+        curve = CurveServer(Path(self.cfg.keys)) if self.cfg.keys else None
+        self.sockets = LearnerSockets(self.lcfg.host, data_port, weights_port, curve=curve,
+                                      max_bytes=self.lcfg.max_message_bytes)
+        return self.sockets.data_endpoint, self.sockets.weights_endpoint
+
+    def _reply(self, identity: bytes, msg_type: str, **fields) -> None:
+        import zmq
+
+        try:
+            self.sockets.router.send_multipart([identity, M.encode(msg_type, **fields)],
+                                               zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass  # actor gone; it will say HELLO again
+
+    # ---------------------------------------------------------------------- messages
+    def poll(self, timeout_ms: int = 0, max_messages: int = 1000) -> int:
+        """Handle waiting messages; return how many transitions were added."""
+        import zmq
+
+        router = self.sockets.router
+        added = 0
+        if not router.poll(timeout_ms, zmq.POLLIN):
+            return 0
+        for _ in range(max_messages):
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            added += self._handle(frames)
+        return added
+
+    def _handle(self, frames: list[bytes]) -> int:
+        if len(frames) != 2:
+            self.bad_messages += 1
+            log.error("dropped a message with %d frames (expected 1 after the identity)",
+                      len(frames) - 1)
+            return 0
+        identity, frame = frames
+        try:
+            msg = M.decode(frame, max_bytes=self.lcfg.max_message_bytes, check_version=False)
+        except M.MessageError as exc:
+            self.bad_messages += 1
+            log.error("dropped a message from %r: %s", identity, exc)
+            return 0
+        now = time.monotonic()
+        if msg["v"] != M.PROTOCOL_VERSION:
+            self.refused += 1
+            reason = (f"protocol version mismatch: actor speaks {msg['v']}, learner speaks "
+                      f"{M.PROTOCOL_VERSION}; install the same robolearn version on both")
+            log.error("refused %r: %s", identity, reason)
+            self._reply(identity, M.REFUSE, reason=reason)
+            return 0
+        kind = msg["type"]
+        rec = self.actors.get(identity)
+        if kind == M.HELLO:
+            problem = M.compare_fingerprints(self.fingerprint, msg.get("fingerprint"))
+            if problem:
+                self.refused += 1
+                log.error("refused actor %s: %s", msg.get("actor_id"), problem)
+                self._reply(identity, M.REFUSE, reason=problem)
+                return 0
+            actor_id = str(msg.get("actor_id", identity.decode(errors="replace")))
+            if rec is None:
+                rec = self.actors[identity] = ActorRecord(actor_id, identity, now)
+                log.info("actor %s connected", actor_id)
+            rec.last_heard, rec.alive = now, True
+            self._reply(identity, M.WELCOME, session=self.session,
+                        weights_version=self.weights_version)
+            return 0
+        if rec is None or msg.get("session") != self.session:
+            # not (or no longer) handshaken with this learner: ask it to say HELLO again
+            self.dropped_unknown += 1
+            self._reply(identity, M.HEARTBEAT, session=self.session, known=False)
+            return 0
+        if not rec.alive:
+            log.info("actor %s is back", rec.actor_id)
+        rec.last_heard, rec.alive = now, True
+        if kind == M.HEARTBEAT:
+            self._reply(identity, M.HEARTBEAT, session=self.session, known=True)
+            return 0
+        if kind == M.TRANSITIONS:
+            batch = msg.get("batch")
+            try:
+                n = M.check_transitions(batch, self.fingerprint)
+            except M.MessageError as exc:
+                self.bad_messages += 1
+                log.error("dropped transitions from %s: %s", rec.actor_id, exc)
+                return 0
+            self._add(rec, batch, n)
+            self._reply(identity, M.HEARTBEAT, session=self.session, known=True)
+            return n
+        self.bad_messages += 1
+        log.error("dropped an unexpected %r message from %s", kind, rec.actor_id)
+        return 0
+
+    def _add(self, rec: ActorRecord, b: dict, n: int) -> None:
+        obs_keys = list(b["obs"])
+        for i in range(n):
+            obs = {k: b["obs"][k][i] for k in obs_keys}
+            nxt = {k: b["next_obs"][k][i] for k in obs_keys}
+            term, trunc = bool(b["terminated"][i]), bool(b["truncated"][i])
+            interv = bool(b["intervention"][i])
+            self.replay.add(obs, b["action"][i], float(b["reward"][i]), nxt, term, trunc, interv)
+            if interv and self.prior is not None:  # HIL-SERL: interventions join the prior data
+                self.prior.add(obs, b["action"][i], float(b["reward"][i]), nxt, term, trunc, True)
+            rec.ep_return += float(b["reward"][i])
+            rec.ep_success = rec.ep_success or bool(b["success"][i])
+            if term or trunc:
+                rec.episodes += 1
+                rec.returns.append(rec.ep_return)
+                rec.successes.append(rec.ep_success)
+                rec.ep_return, rec.ep_success = 0.0, False
+        rec.transitions += n
+        self.env_steps += n
+
+    # ---------------------------------------------------------------------- training
+    def updates_due(self) -> int:
+        if len(self.replay) + (len(self.prior) if self.prior is not None else 0) == 0:
+            return 0
+        if self.env_steps < self.learning_starts:
+            return 0
+        if self.lcfg.pace == "free":
+            return 1 << 30
+        return self.utd * (self.env_steps - self.learning_starts + 1) - self.agent.num_updates
+
+    def train_slice(self, max_updates: int, max_seconds: float = 0.02) -> int:
+        t_end = time.monotonic() + max_seconds
+        done = 0
+        while done < max_updates:
+            self.agent.update(self.sampler.sample(self.batch_size))
+            done += 1
+            if self.agent.num_updates % self.lcfg.publish_every == 0:
+                self.publish()
+            if time.monotonic() > t_end:
+                break
+        return done
+
+    def publish(self) -> None:
+        import zmq
+
+        self.weights_version = int(self.agent.num_updates)
+        data = M.encode_weights(self.agent.policy_state(), self.weights_version,
+                                self.fingerprint["hash"], max_bytes=self.lcfg.max_message_bytes)
+        try:
+            self.sockets.pub.send(data, zmq.NOBLOCK)
+            self.published += 1
+        except zmq.Again:
+            pass
+
+    def check_actors(self) -> None:
+        now = time.monotonic()
+        for rec in self.actors.values():
+            if rec.alive and now - rec.last_heard > self.lcfg.actor_timeout_s:
+                rec.alive = False
+                log.warning("actor %s silent for %.1f s: marked dead; training continues "
+                            "from the others", rec.actor_id, now - rec.last_heard)
+
+    # ---------------------------------------------------------------------- main loop
+    def run(self) -> dict:
+        if self.sockets is None:
+            self.bind(self.lcfg.port, self.lcfg.weights_port)
+        self._metrics_f = open(self.dir / "metrics.jsonl", "a")
+        last_metrics = time.monotonic()
+        last_ckpt = 0
+        upd_mark, t_mark = self.agent.num_updates, time.monotonic()
+        total = self.lcfg.total_env_steps
+        reason = "stopped"
+        try:
+            while not self.stop_event.is_set():
+                due = self.updates_due()
+                self.poll(timeout_ms=0 if due > 0 else 20)
+                due = self.updates_due()
+                if due > 0:
+                    self.train_slice(due)
+                now = time.monotonic()
+                if now - last_metrics >= self.lcfg.metrics_every_s:
+                    self.check_actors()
+                    ups = (self.agent.num_updates - upd_mark) / max(now - t_mark, 1e-9)
+                    upd_mark, t_mark = self.agent.num_updates, now
+                    self._log({"kind": "train", **self.progress(), "updates_per_s": round(ups, 1)})
+                    last_metrics = now
+                ce = self.lcfg.checkpoint_every
+                if ce and self.agent.num_updates - last_ckpt >= ce:
+                    self.save_checkpoint()
+                    last_ckpt = self.agent.num_updates
+                if total and self.env_steps >= total and self.updates_due() <= 0:
+                    reason = "total_env_steps reached"
+                    break
+            return self.finish(reason)
+        finally:
+            self.close()
+
+    def progress(self) -> dict:
+        recent = [s for r in self.actors.values() for s in r.successes[-20:]]
+        rets = [x for r in self.actors.values() for x in r.returns[-20:]]
+        return {
+            "env_steps": self.env_steps, "updates": int(self.agent.num_updates),
+            "wall_s": round(time.monotonic() - self._t_start, 2),
+            "replay": len(self.replay), "weights_published": self.published,
+            "actors_alive": sum(r.alive for r in self.actors.values()),
+            "train_return": float(np.mean(rets)) if rets else None,
+            "train_success_rate": float(np.mean(recent)) if recent else None,
+            "bad_messages": self.bad_messages,
+            "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
+                                       "alive": r.alive} for r in self.actors.values()},
+        }
+
+    def _log(self, rec: dict) -> None:
+        if self._metrics_f is not None:
+            self._metrics_f.write(json.dumps(rec) + "\n")
+            self._metrics_f.flush()
+
+    def save_checkpoint(self) -> Path:
+        """checkpoint/: agent state, policy weights and replay (safetensors / npy / JSON)."""
+        import shutil
+
+        from safetensors.torch import save_file
+
+        from robolearn.policies.training import save_tree
+
+        d = self.dir / "checkpoint"
+        tmp = self.dir / "checkpoint.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_tree(self.agent.state_dict(), tmp, "agent")
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
+                  str(tmp / "policy.safetensors"))
+        self.replay.save(tmp / "replay")
+        (tmp / "learner.json").write_text(json.dumps(
+            {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
+             "config": to_dict(self.cfg)}, indent=1))
+        shutil.rmtree(d, ignore_errors=True)
+        os.replace(tmp, d)
+        return d
+
+    def evaluate(self) -> dict | None:
+        if not self.lcfg.eval_episodes:
+            return None
+        from robolearn.policies.evaluation import evaluate
+
+        res = evaluate(self.env, lambda o: self.agent.act(o, deterministic=True),
+                       self.lcfg.eval_episodes, seed=self.cfg.seed)
+        return res.as_dict()
+
+    def finish(self, reason: str) -> dict:
+        import zmq
+
+        # tell the actors first, so they stop while we evaluate
+        try:
+            self.sockets.pub.send(M.encode(M.SHUTDOWN, env_hash=self.fingerprint["hash"],
+                                           reason=reason), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+        ckpt = self.save_checkpoint()
+        # a user stop (Ctrl-C / SIGTERM) should stop promptly: no evaluation then
+        self.last_eval = self.evaluate() if reason != "stopped" else None
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed,
+            "mode": "async", "exit_reason": reason,
+            **{k: v for k, v in self.progress().items()},
+            "utd": self.utd, "pace": self.lcfg.pace,
+            "eval_return": self.last_eval["return"] if self.last_eval else None,
+            "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
+            "eval_episodes": self.last_eval["episodes"] if self.last_eval else 0,
+            "checkpoint": str(ckpt), "refused": self.refused,
+            "data_endpoint": self.sockets.data_endpoint,
+            "weights_endpoint": self.sockets.weights_endpoint,
+        }
+        if self.last_eval:
+            self._log({"kind": "eval", "step": self.env_steps, **self.last_eval})
+        tmp = self.dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, self.dir / "summary.json")
+        return summary
+
+    def close(self) -> None:
+        if self._metrics_f is not None:
+            self._metrics_f.close()
+            self._metrics_f = None
+        if self.sockets is not None:
+            time.sleep(0.05)  # let the SHUTDOWN broadcast leave
+            self.sockets.close()
+            self.sockets = None
+        self.env.close()
+
+
+def run_learner(cfg: LaunchConfig, run_dir: Path | None = None) -> dict:
+    stop = threading.Event()
+
+    def _on_signal(signum, frame):
+        stop.set()
+
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        learner = Learner(cfg, run_dir=run_dir, stop=stop)
+        if cfg.learner.port == 0 or cfg.learner.weights_port == 0:
+            raise ConfigError("learner.port/weights_port = 0 only works with `robolearn launch` "
+                              "(which picks free ports); give fixed ports or --port")
+        d, w = learner.bind(cfg.learner.port, cfg.learner.weights_port)
+        print(f"learner: data {d}  weights {w}  run {learner.dir}", flush=True)
+        return learner.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

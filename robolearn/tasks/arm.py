@@ -1,0 +1,418 @@
+"""Arm tasks (reach, push, lift) over any arm backend, and their Gymnasium registration.
+
+Action mapping (Box(-1, 1), documented here once):
+- `action_mode="ee_delta"` (default), shape (4,): `a[:3] * 0.025 m` moves the commanded
+  end-effector (grasp point) target in world x, y, z; the new target is clipped to the
+  workspace box (`info["workspace_clipped"]`), solved by IK with the gripper pointing down and
+  the wrist roll held, and sent as joint targets. `a[3]` is the absolute gripper command:
+  -1 fully closed ... +1 fully open (linear in servo angle).
+- `action_mode="joint"`, shape (6,): `a[:5] * 0.15 rad` moves the commanded joint targets
+  (clipped to the joint range, `info["joint_limit_clipped"]`; a move whose end-effector would
+  leave the workspace is shortened to stay inside, `info["workspace_clipped"]`); `a[5]` is the
+  gripper as above.
+Targets integrate the *commanded* pose (not the measured one), so a zero action holds still
+even while a servo sags under load. Servo speed limits apply on every backend.
+
+State vector (float32): q (5, rad), dq (5, rad/s), gripper (1, rad), ee position (3, m), then
+per task: reach: target (3), target - ee (3); push: target (3), and in sim cube position (3),
+cube quaternion (4, wxyz), cube - ee (3), target - cube (3); lift: in sim cube position (3),
+cube quaternion (4), cube - ee (3). On `backend="real"` the state comes from the `Arm`
+protocol and kinematics only, so push/lift carry no cube pose there (use pixels), and their
+reward/success must come from a `reward_source`.
+
+Workspace (grasp point, world frame, m): x [0.12, 0.32], y [-0.18, 0.18], z [0.02, 0.20];
+the table top is z = 0 and the arm base is at the origin.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from robolearn.env import RobotEnv, check_choice, check_control_hz, check_obs_mode
+from robolearn.errors import ConfigError
+from robolearn.robot import Backend
+from robolearn.tasks.base import Evaluation, Task
+
+WORKSPACE_LOW = np.array([0.12, -0.18, 0.02])
+WORKSPACE_HIGH = np.array([0.32, 0.18, 0.20])
+HOME_EE = np.array([0.20, 0.0, 0.15])           # grasp point at reset, gripper open, pointing down
+EE_STEP = 0.025                                  # m per unit action per control step
+JOINT_STEP = 0.15                                # rad per unit action per control step
+REACH_RADIUS = 0.02                              # reach success: within 2 cm
+PUSH_RADIUS = 0.03                               # push success: cube centre within 3 cm of goal
+LIFT_HEIGHT = 0.05                               # lift success: cube 5 cm above resting height
+CUBE_HALF = 0.015                                # the cube is 3 cm
+CUBE_REGION_LOW = np.array([0.16, -0.12])        # where the cube is placed on reset (x, y)
+CUBE_REGION_HIGH = np.array([0.28, 0.12])
+PUSH_GOAL_LOW = np.array([0.14, -0.15])          # where push goals may lie (x, y)
+PUSH_GOAL_HIGH = np.array([0.30, 0.15])
+
+TASKS = ("reach", "push", "lift")
+BACKENDS = ("sim", "real")
+ACTION_MODES = ("ee_delta", "joint")
+SIM_BACKEND_KWARGS = ("model_path", "timestep")
+
+_HOME_Q_CACHE: dict[str, np.ndarray] = {}
+
+
+def _home_q(kin) -> np.ndarray:
+    """Joint angles of the home pose (IK of HOME_EE), solved once per process."""
+    q = _HOME_Q_CACHE.get("home")
+    if q is None:
+        q, err = kin.ik(HOME_EE, np.array([0.0, 0.0, 0.4, -0.4, 0.0]), tol=1e-6, max_iters=200)
+        if err > 1e-4:
+            raise ConfigError(f"home pose {HOME_EE.tolist()} is unreachable for this arm model")
+        _HOME_Q_CACHE["home"] = q
+    return q.copy()
+
+
+class ArmTask(Task):
+    """Common machinery: action mapping, workspace, kinematics, state. Subclasses add the goal."""
+
+    name = "arm"
+    needs_cube = False
+
+    def __init__(self, backend: Backend, control_hz: float = 10.0, action_mode: str = "ee_delta"):
+        super().__init__(backend, control_hz)
+        from robolearn.sim.kinematics import ArmKinematics
+
+        check_choice("action_mode", action_mode, ACTION_MODES)
+        self.action_mode = action_mode
+        self.arm = backend.robot
+        self.spec = self.arm.spec
+        self.sim = backend.privileged
+        self.kin = ArmKinematics()
+        self.home_q = _home_q(self.kin)
+        self.home_gripper = float(self.spec.gripper_open)
+        self._g_lo = float(self.spec.gripper_closed)
+        self._g_span = float(self.spec.gripper_open - self.spec.gripper_closed)
+        n_act = 4 if action_mode == "ee_delta" else 6
+        self._action_space = gym.spaces.Box(-1.0, 1.0, shape=(n_act,), dtype=np.float32)
+        self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=(self.state_dim(),), dtype=np.float32)
+        self.q_cmd = self.home_q.copy()
+        self.ee_cmd = HOME_EE.copy()
+        self.gripper_cmd = self.home_gripper
+        self.goal = np.zeros(3)
+        self._fresh = False
+        self._q = self._dq = self._ee = None
+        self._gripper = 0.0
+
+    # ------------------------------------------------------------------------ spaces
+    @property
+    def action_space(self) -> gym.spaces.Box:
+        return self._action_space
+
+    @property
+    def state_space(self) -> gym.spaces.Box:
+        return self._state_space
+
+    def state_dim(self) -> int:
+        return 14 + self.extra_state_dim()
+
+    def extra_state_dim(self) -> int:
+        return 0
+
+    @property
+    def privileged(self) -> bool:
+        return self.sim is not None
+
+    # ------------------------------------------------------------------------ reset
+    def reset(self, rng: np.random.Generator) -> dict[str, Any]:
+        self.q_cmd = self.home_q.copy()
+        self.gripper_cmd = self.home_gripper
+        if self.sim is not None:
+            cube_pos, cube_quat = self.sample_cube(rng)
+            self.sim.set_state(self.home_q, self.home_gripper, cube_pos=cube_pos, cube_quat=cube_quat)
+        else:
+            from robolearn.resets.scripted import MoveToJoints
+
+            MoveToJoints(self.home_q, self.home_gripper).run(self.arm)
+        self.ee_cmd = self.kin.fk(self.q_cmd)
+        self.goal = self.sample_goal(rng)
+        self.show_goal()
+        self._fresh = False
+        self._measure()
+        return {"ee_pos": self._ee.copy(), "goal": self.goal.copy(), "workspace_clipped": False}
+
+    def sample_cube(self, rng: np.random.Generator):
+        """Cube pose for a sim reset: on the table, yaw near the radial direction so the
+        top-down parallel gripper (whose fingers close tangentially) can take it."""
+        xy = rng.uniform(CUBE_REGION_LOW, CUBE_REGION_HIGH)
+        yaw = math.atan2(xy[1], xy[0]) + rng.uniform(-0.3, 0.3)
+        quat = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+        if not self.needs_cube:  # park it out of the way (still simulated, still deterministic)
+            return np.array([0.45, 0.25, CUBE_HALF]), quat
+        return np.array([xy[0], xy[1], CUBE_HALF]), quat
+
+    def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(3)
+
+    def show_goal(self) -> None:
+        if self.sim is not None:
+            self.sim.set_target_marker(self.goal, visible=False)
+
+    # ------------------------------------------------------------------------ actions
+    def apply_action(self, action: np.ndarray) -> dict[str, Any]:
+        clipped = False
+        info: dict[str, Any] = {}
+        if self.action_mode == "ee_delta":
+            want = self.ee_cmd + action[:3] * EE_STEP
+            target = np.minimum(np.maximum(want, WORKSPACE_LOW), WORKSPACE_HIGH)
+            clipped = not (target == want).all()
+            q, _ = self.kin.ik(target, self.q_cmd)
+            self.ee_cmd = target
+        else:
+            want = self.q_cmd + action[:5] * JOINT_STEP
+            q = np.minimum(np.maximum(want, self.spec.lower), self.spec.upper)
+            info["joint_limit_clipped"] = bool((q != want).any())
+            q, self.ee_cmd, clipped = self._keep_in_workspace(self.q_cmd, q)
+        self.q_cmd = q
+        self.gripper_cmd = self._g_lo + 0.5 * (float(action[-1]) + 1.0) * self._g_span
+        self.arm.command(q, self.gripper_cmd)
+        self._fresh = False
+        info["workspace_clipped"] = clipped
+        return info
+
+    def _keep_in_workspace(self, q0, q1):
+        """Shorten the joint move q0 -> q1 so the end effector stays in the workspace box."""
+        ee = self.kin.fk(q1)
+        if np.all(ee >= WORKSPACE_LOW - 1e-9) and np.all(ee <= WORKSPACE_HIGH + 1e-9):
+            return q1, ee, False
+        lo_a, hi_a = 0.0, 1.0
+        for _ in range(12):
+            mid = 0.5 * (lo_a + hi_a)
+            ee_mid = self.kin.fk(q0 + mid * (q1 - q0))
+            if np.all(ee_mid >= WORKSPACE_LOW - 1e-9) and np.all(ee_mid <= WORKSPACE_HIGH + 1e-9):
+                lo_a = mid
+            else:
+                hi_a = mid
+        q = q0 + lo_a * (q1 - q0)
+        return q, self.kin.fk(q), True
+
+    # ------------------------------------------------------------------------ state
+    def _measure(self) -> None:
+        if self._fresh:
+            return
+        st = self.arm.read()
+        self._q, self._dq, self._gripper = st.q, st.dq, st.gripper
+        self._ee = self.kin.fk(st.q)
+        if self.needs_cube and self.sim is not None:
+            self._cube_pos, self._cube_quat = self.sim.cube_pose()
+        self._fresh = True
+
+    @property
+    def ee_pos(self) -> np.ndarray:
+        """Measured grasp-point position (forward kinematics of the measured joints)."""
+        self._measure()
+        return self._ee
+
+    def cube_pose(self):
+        """Ground-truth cube (position, quaternion) in sim; None on hardware."""
+        if self.sim is None:
+            return None
+        if self.needs_cube:
+            self._measure()
+            return self._cube_pos, self._cube_quat
+        return self.sim.cube_pose()
+
+    def state(self) -> np.ndarray:
+        self._measure()
+        out = np.empty(self._state_space.shape[0], dtype=np.float32)
+        out[0:5] = self._q
+        out[5:10] = self._dq
+        out[10] = self._gripper
+        out[11:14] = self._ee
+        if len(out) > 14:
+            out[14:] = self.extra_state()
+        return out
+
+    def extra_state(self) -> np.ndarray:
+        return np.zeros(0)
+
+    def base_info(self) -> dict[str, Any]:
+        return {"ee_pos": self._ee.copy()}
+
+    # ------------------------------------------------------------------------ scripted
+    def scripted_controller(self, env):
+        from robolearn.tasks import arm_scripted
+
+        return arm_scripted.make_controller(self, env)
+
+
+class ArmReach(ArmTask):
+    """Move the grasp point to a sampled target: reward -distance (m), success within 2 cm."""
+
+    name = "reach"
+    #: reach targets are sampled this far inside the workspace box
+    margin = 0.01
+
+    def extra_state_dim(self) -> int:
+        return 6
+
+    def sample_goal(self, rng):
+        return rng.uniform(WORKSPACE_LOW + self.margin, WORKSPACE_HIGH - self.margin)
+
+    def show_goal(self) -> None:
+        if self.sim is not None:
+            self.sim.set_marker_radius(REACH_RADIUS)
+            self.sim.set_target_marker(self.goal, visible=True)
+
+    def extra_state(self):
+        return np.concatenate((self.goal, self.goal - self._ee))
+
+    def evaluate(self) -> Evaluation:
+        self._measure()
+        diff = self.goal - self._ee
+        dist = math.sqrt(float(diff @ diff))
+        success = dist < REACH_RADIUS
+        return Evaluation(reward=-dist, success=success, terminated=success,
+                          info={"ee_pos": self._ee.copy(), "distance": dist})
+
+
+class ArmPush(ArmTask):
+    """Push the cube into a 3 cm goal region on the table. Dense reward:
+    -(cube-goal distance) - 0.5 (grasp point-cube distance); success when within 3 cm."""
+
+    name = "push"
+    needs_cube = True
+
+    def extra_state_dim(self) -> int:
+        return 3 + (13 if self.privileged else 0)
+
+    def sample_goal(self, rng):
+        if self.sim is not None:
+            cube = self.sim.cube_pose()[0][:2]
+        else:
+            cube = 0.5 * (CUBE_REGION_LOW + CUBE_REGION_HIGH)
+        for _ in range(100):
+            ang = rng.uniform(-math.pi, math.pi)
+            dist = rng.uniform(0.06, 0.12)
+            xy = cube + dist * np.array([math.cos(ang), math.sin(ang)])
+            if np.all(xy >= PUSH_GOAL_LOW) and np.all(xy <= PUSH_GOAL_HIGH):
+                return np.array([xy[0], xy[1], CUBE_HALF])
+        xy = np.clip(xy, PUSH_GOAL_LOW, PUSH_GOAL_HIGH)
+        return np.array([xy[0], xy[1], CUBE_HALF])
+
+    def show_goal(self) -> None:
+        if self.sim is not None:
+            self.sim.set_marker_radius(PUSH_RADIUS, height=0.001)
+            self.sim.set_target_marker((self.goal[0], self.goal[1], 0.001), visible=True)
+
+    def extra_state(self):
+        if self.sim is None:
+            return self.goal
+        pos = self._cube_pos
+        return np.concatenate((self.goal, pos, self._cube_quat, pos - self._ee, self.goal - pos))
+
+    def evaluate(self) -> Evaluation:
+        self._measure()
+        info = {"ee_pos": self._ee.copy()}
+        if self.sim is None:  # no cube pose on hardware: the reward source decides
+            return Evaluation(reward=0.0, success=False, info=info)
+        pos = self._cube_pos
+        gx, gy = pos[0] - self.goal[0], pos[1] - self.goal[1]
+        d_goal = math.sqrt(gx * gx + gy * gy)
+        rel = pos - self._ee
+        d_ee = math.sqrt(float(rel @ rel))
+        success = d_goal < PUSH_RADIUS
+        info["distance"] = d_goal
+        info["cube_pos"] = pos
+        return Evaluation(reward=-d_goal - 0.5 * d_ee, success=success, terminated=success, info=info)
+
+
+class ArmLift(ArmTask):
+    """Grasp the cube and lift it 5 cm above its resting height. Sparse: reward 1 and episode
+    end on success, 0 otherwise."""
+
+    name = "lift"
+    needs_cube = True
+
+    def extra_state_dim(self) -> int:
+        return 10 if self.privileged else 0
+
+    def extra_state(self):
+        if self.sim is None:
+            return np.zeros(0)
+        pos = self._cube_pos
+        return np.concatenate((pos, self._cube_quat, pos - self._ee))
+
+    def evaluate(self) -> Evaluation:
+        self._measure()
+        info = {"ee_pos": self._ee.copy()}
+        if self.sim is None:
+            return Evaluation(reward=0.0, success=False, info=info)
+        pos = self._cube_pos
+        height = float(pos[2] - CUBE_HALF)
+        success = height >= LIFT_HEIGHT
+        info["height"] = height
+        info["cube_pos"] = pos
+        return Evaluation(reward=1.0 if success else 0.0, success=success, terminated=success, info=info)
+
+
+TASK_CLASSES = {"reach": ArmReach, "push": ArmPush, "lift": ArmLift}
+
+
+# ---------------------------------------------------------------------------- factory
+def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
+                 control_hz: float = 10.0, action_mode: str = "ee_delta",
+                 image_size: tuple[int, int] = (84, 84), port: str | None = None,
+                 camera=None, reward_source=None, render_mode: str | None = None,
+                 **backend_kwargs) -> RobotEnv:
+    """Build an arm `RobotEnv`.
+
+    backend="sim": `camera` picks the sim cameras for pixel observations (None: both `wrist`
+    and `front`; or a name / list of names); extra kwargs: model_path, timestep.
+    backend="real": `port` (serial port of the servo bus) and `camera` (OpenCV device) go to
+    `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
+    """
+    check_choice("task", task, TASKS)
+    check_choice("backend", backend, BACKENDS)
+    check_obs_mode(obs)
+    hz = check_control_hz(control_hz, max_hz=500.0)
+    check_choice("action_mode", action_mode, ACTION_MODES)
+    from robolearn.sim.arm import CAMERA_NAMES, check_image_size, make_arm_sim_backend
+
+    image_size = check_image_size(image_size)
+    if backend == "sim":
+        unknown = sorted(set(backend_kwargs) - set(SIM_BACKEND_KWARGS))
+        if unknown:
+            raise ConfigError(f"unknown arm env option(s) {unknown} for backend='sim'; accepted extra "
+                              f"options: {', '.join(SIM_BACKEND_KWARGS)}")
+        if port is not None:
+            raise ConfigError("port= is for backend='real' (the servo bus); the sim has no port")
+        if camera is None:
+            cams = CAMERA_NAMES
+        else:
+            cams = (camera,) if isinstance(camera, str) else tuple(camera)
+            for c in cams:
+                check_choice("camera", c, CAMERA_NAMES)
+        be = make_arm_sim_backend(control_hz=hz, cameras=cams, image_size=image_size, **backend_kwargs)
+    else:
+        if task in ("push", "lift") and reward_source is None:
+            raise ConfigError(f"task={task!r} on backend='real' needs reward_source= (a RewardSource, "
+                              "e.g. a success classifier): hardware cannot measure the cube pose")
+        if port is None:
+            raise ConfigError("backend='real' needs port= (the servo bus serial port, e.g. /dev/ttyACM0)")
+        from robolearn.drivers.real import make_arm_backend
+
+        be = make_arm_backend(port=port, camera=camera, image_size=image_size, **backend_kwargs)
+    try:
+        t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode)
+        return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source)
+    except Exception:
+        be.close()
+        raise
+
+
+MAX_EPISODE_STEPS = {"reach": 50, "push": 120, "lift": 100}
+
+
+def register() -> None:
+    from robolearn.env import register_once
+
+    for task, env_name in (("reach", "ArmReach"), ("push", "ArmPush"), ("lift", "ArmLift")):
+        register_once(f"robolearn/{env_name}-v0", entry_point="robolearn.tasks.arm:make_arm_env",
+                      kwargs={"task": task}, max_episode_steps=MAX_EPISODE_STEPS[task])

@@ -1,0 +1,290 @@
+"""SAC-family learner: presets, batched ensembles, CrossQ batching, NaN guard, state round trips."""
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from robolearn.data.replay import Batch, ReplayBuffer
+from robolearn.errors import ConfigError, DatasetError, TrainingError
+from robolearn.policies.encoders import random_shift
+from robolearn.policies.networks import EnsembleBatchRenorm, EnsembleMLP
+from robolearn.policies.registry import ALGOS, make_agent, make_config
+
+ACT = gym.spaces.Box(-1, 1, (2,), np.float32)
+STATE = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)})
+PIXELS = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
+                          "front": gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)})
+TINY = dict(actor_hidden=(32, 32), critic_hidden=(32, 32), batch_size=16, feature_dim=8,
+            encoder_filters=4, encoder_layers=2)
+
+
+def batch_for(space, n=16, seed=0):
+    rng = np.random.default_rng(seed)
+
+    def obs():
+        o = {"state": rng.standard_normal((n, 4)).astype(np.float32)}
+        if "front" in space.spaces:
+            o["front"] = rng.integers(0, 256, (n, 16, 16, 3), dtype=np.uint8)
+        return o
+
+    return Batch(obs=obs(), action=rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+                 reward=rng.standard_normal(n).astype(np.float32), next_obs=obs(),
+                 discount=np.full(n, 0.99, np.float32), intervention=np.zeros(n, bool))
+
+
+def space_for(algo):
+    return PIXELS if algo == "drq" else STATE
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_each_preset_builds_acts_and_updates(algo):
+    space = space_for(algo)
+    agent = make_agent(algo, space, ACT, seed=0, **TINY)
+    cfg = agent.config
+    for _ in range(cfg.policy_delay):
+        m = agent.update(batch_for(space))
+    assert agent.num_updates == cfg.policy_delay
+    assert {"critic_loss", "actor_loss", "alpha", "q"} <= set(m)
+    assert all(math.isfinite(v) for v in m.values())
+    o = {k: v[0] for k, v in batch_for(space, 1).obs.items()}
+    for det in (False, True):
+        a = agent.act(o, deterministic=det)
+        assert a.dtype == np.float32 and a.shape == (2,) and np.all(np.abs(a) <= 1)
+
+
+def test_presets_follow_the_papers():
+    assert make_config("redq").num_critics == 10 and make_config("redq").num_target_min == 2
+    assert make_config("redq").utd == 20 and make_config("redq").actor_q == "mean"
+    droq = make_config("droq")
+    assert droq.critic_dropout == 0.01 and droq.critic_layer_norm and droq.utd == 20
+    cq = make_config("crossq")
+    assert not cq.target_network and cq.critic_batch_renorm and cq.adam_beta1 == 0.5
+    assert cq.utd == 1 and cq.policy_delay == 3 and cq.critic_hidden == (2048, 2048)
+    rl = make_config("rlpd")
+    assert rl.prior_fraction == 0.5 and rl.critic_layer_norm and rl.num_critics == 10
+    assert make_config("drq").pixels
+    sac = make_config("sac")
+    assert (sac.tau, sac.gamma, sac.batch_size, sac.critic_lr, sac.utd) == (0.005, 0.99, 256, 3e-4, 1)
+
+
+def test_pixels_compose_with_other_presets():
+    agent = make_agent("rlpd", PIXELS, ACT, pixels=True, **TINY)
+    assert agent.encoder is not None and agent.config.num_critics == 10
+    agent.update(batch_for(PIXELS))
+    with pytest.raises(ConfigError, match="pixels=True"):
+        make_agent("sac", PIXELS, ACT)
+    with pytest.raises(ConfigError, match="no uint8"):
+        make_agent("drq", STATE, ACT)
+
+
+def test_encoder_trained_by_critic_only_and_freezable(tmp_path):
+    agent = make_agent("drq", PIXELS, ACT, **TINY)
+    enc = set(map(id, agent.encoder.parameters()))
+    assert enc <= {id(p) for g in agent.critic_opt.param_groups for p in g["params"]}
+    assert not enc & {id(p) for g in agent.actor_opt.param_groups for p in g["params"]}
+    # the actor step must not write into encoder grads: after update only critic grads exist
+    before = [p.detach().clone() for p in agent.encoder.parameters()]
+    agent.update(batch_for(PIXELS))
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.encoder.parameters()))
+    # pretrained from a local safetensors file, frozen
+    from safetensors.torch import save_file
+
+    path = tmp_path / "enc.safetensors"
+    save_file({k: v.contiguous() for k, v in agent.encoder.encoders["front"].state_dict().items()}, str(path))
+    frozen = make_agent("drq", PIXELS, ACT, encoder_checkpoint=str(path), freeze_encoder=True, **TINY)
+    for a, b in zip(frozen.encoder.parameters(), agent.encoder.parameters()):
+        assert torch.equal(a, b)
+    frozen.update(batch_for(PIXELS))
+    for a, b in zip(frozen.encoder.parameters(), agent.encoder.parameters()):
+        assert torch.equal(a, b)
+    with pytest.raises(DatasetError, match="not found"):
+        make_agent("drq", PIXELS, ACT, encoder_checkpoint=str(tmp_path / "missing.safetensors"), **TINY)
+
+
+def test_random_shift_is_a_shift_of_the_padded_image():
+    g = torch.Generator().manual_seed(0)
+    x = torch.arange(2 * 3 * 10 * 12, dtype=torch.float32).reshape(2, 3, 10, 12)
+    y = random_shift(x, 4, g)
+    assert y.shape == x.shape
+    padded = F.pad(x, (4, 4, 4, 4), mode="replicate")
+    for b in range(2):
+        hits = [(dy, dx) for dy in range(9) for dx in range(9)
+                if torch.equal(y[b], padded[b, :, dy:dy + 10, dx:dx + 12])]
+        assert len(hits) == 1
+
+
+def test_ensemble_equals_loop_over_members():
+    torch.manual_seed(0)
+    E, B, D, H = 3, 5, 6, 7
+    mlp = EnsembleMLP(E, D, (H, H), 1, layer_norm=True)
+    with torch.no_grad():  # give each member distinct LayerNorm affines
+        for m in mlp.modules():
+            if hasattr(m, "weight") and m.weight.dim() == 3 and m.weight.shape[1] == 1:
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(B, D)
+    out = mlp(x)
+    assert out.shape == (E, B, 1)
+    linears = [m for m in mlp.net if type(m).__name__ == "EnsembleLinear"]
+    norms = [m for m in mlp.net if type(m).__name__ == "EnsembleLayerNorm"]
+    for e in range(E):
+        h = x
+        for i, lin in enumerate(linears):
+            h = h @ lin.weight[e] + lin.bias[e, 0]
+            if i < len(norms):
+                h = F.layer_norm(h, (H,), norms[i].weight[e, 0], norms[i].bias[e, 0]).relu()
+        torch.testing.assert_close(out[e], h)
+
+
+def test_batch_renorm_per_member_stats_and_eval_mode():
+    brn = EnsembleBatchRenorm(2, 3, momentum=0.5, warmup_steps=0)
+    x = torch.randn(2, 64, 3) * torch.tensor([1.0, 5.0]).view(2, 1, 1) + 3.0
+    brn.train()
+    brn(x)
+    torch.testing.assert_close(brn.running_mean, 0.5 * x.mean(1, keepdim=True))
+    brn.eval()
+    y = brn(x)
+    ref = (x - brn.running_mean) / torch.sqrt(brn.running_var + brn.eps)
+    torch.testing.assert_close(y, ref)
+
+
+def test_crossq_passes_current_and_next_in_one_batch():
+    agent = make_agent("crossq", STATE, ACT, seed=0, **TINY)
+    assert agent.critic_target is None
+    b = batch_for(STATE)
+    first = agent.critic.mlp.net[0]
+    assert isinstance(first, EnsembleBatchRenorm)
+    agent.update(b)
+    # input BRN statistics were computed over [s; s'] (2B rows): state part of the mean
+    m = agent.config.renorm_momentum
+    expect = m * np.concatenate([b.obs["state"], b.next_obs["state"]]).mean(0)
+    np.testing.assert_allclose(first.running_mean[0, 0, :4].numpy(), expect, rtol=1e-5, atol=1e-6)
+    wrong = m * b.obs["state"].mean(0)
+    assert not np.allclose(first.running_mean[0, 0, :4].numpy(), wrong, atol=1e-4)
+
+
+def test_redq_update_uses_a_random_subset():
+    agent = make_agent("redq", STATE, ACT, **TINY)
+    assert agent.critic.mlp.net[0].weight.shape[0] == 10  # one batched ensemble of 10
+    agent.update(batch_for(STATE))
+
+
+def test_nan_in_batch_or_parameter_raises_with_update_number():
+    agent = make_agent("sac", STATE, ACT, **TINY)
+    agent.update(batch_for(STATE))
+    bad = batch_for(STATE)
+    bad.reward[3] = np.nan
+    with pytest.raises(TrainingError, match="update 2"):
+        agent.update(bad)
+    agent.update(batch_for(STATE))
+    with torch.no_grad():
+        agent.critic.mlp.net[0].weight[0, 0, 0] = float("nan")
+    with pytest.raises(TrainingError, match=r"update 4: non-finite .*critic_loss"):
+        agent.update(batch_for(STATE))
+
+
+def test_unknown_algo_and_option():
+    with pytest.raises(ConfigError, match="sac, redq, droq, crossq, rlpd, drq"):
+        make_agent("ppo", STATE, ACT)
+    with pytest.raises(ConfigError, match="unknown option"):
+        make_agent("sac", STATE, ACT, hidden_size=3)
+    with pytest.raises(ConfigError, match="num_target_min"):
+        make_agent("redq", STATE, ACT, num_critics=1)
+    with pytest.raises(ConfigError, match="RescaleAction"):
+        make_agent("sac", STATE, gym.spaces.Box(-2, 2, (1,), np.float32))
+    assert list(ALGOS) == ["sac", "redq", "droq", "crossq", "rlpd", "drq"]
+
+
+@pytest.mark.parametrize("algo", ["sac", "droq", "redq", "crossq", "drq"])
+def test_state_dict_round_trip_is_exact(algo):
+    space = space_for(algo)
+    a = make_agent(algo, space, ACT, seed=1, policy_delay=2, **TINY)
+    for i in range(3):
+        a.update(batch_for(space, seed=i))
+    o = {k: v[0] for k, v in batch_for(space, 1, seed=7).obs.items()}
+    a.act(o)
+    sd = a.state_dict()
+    b = make_agent(algo, space, ACT, seed=2, policy_delay=2, **TINY)
+    b.load_state_dict(sd)
+    assert b.num_updates == 3
+    np.testing.assert_array_equal(a.act(o, deterministic=True), b.act(o, deterministic=True))
+    np.testing.assert_array_equal(a.act(o), b.act(o))
+    batch = batch_for(space, seed=9)
+    assert a.update(batch) == b.update(batch)
+    for (n, p), q in zip(a.critic.state_dict().items(), b.critic.state_dict().values()):
+        assert torch.equal(p, q), n
+    for p, q in zip(a.actor.parameters(), b.actor.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_policy_state_is_safetensors_serialisable(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    a = make_agent("drq", PIXELS, ACT, seed=0, **TINY)
+    a.update(batch_for(PIXELS))
+    ps = a.policy_state()
+    assert all(isinstance(v, torch.Tensor) for v in ps.values())
+    assert any(k.startswith("encoder.") for k in ps) and any(k.startswith("actor.") for k in ps)
+    save_file(ps, str(tmp_path / "policy.safetensors"))
+    b = make_agent("drq", PIXELS, ACT, seed=5, **TINY)
+    b.load_policy_state(load_file(str(tmp_path / "policy.safetensors")))
+    o = {k: v[0] for k, v in batch_for(PIXELS, 1).obs.items()}
+    np.testing.assert_array_equal(a.act(o, deterministic=True), b.act(o, deterministic=True))
+
+
+class PointGoal(gym.Env):
+    """1-D point to a random goal in 20 steps: reward -|x - goal|. A random policy scores
+    about -10; a good one about -2."""
+
+    observation_space = gym.spaces.Dict({"state": gym.spaces.Box(-2, 2, (2,), np.float32)})
+    action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.goal, self.t = 0.0, float(self.np_random.uniform(-1, 1)), 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return {"state": np.array([self.x, self.goal], np.float32)}
+
+    def step(self, action):
+        self.x = float(np.clip(self.x + 0.2 * float(action[0]), -2, 2))
+        self.t += 1
+        return self._obs(), -abs(self.x - self.goal), False, self.t >= 20, {}
+
+
+def run_episodes(env, policy, n, seed):
+    total = 0.0
+    for ep in range(n):
+        o, _ = env.reset(seed=seed + ep)
+        done = False
+        while not done:
+            o, r, term, trunc, _ = env.step(policy(o))
+            total += r
+            done = term or trunc
+    return total / n
+
+
+def test_sac_learns_a_tiny_task():
+    env = PointGoal()
+    agent = make_agent("sac", env.observation_space, env.action_space, seed=0,
+                       actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=64)
+    buf = ReplayBuffer(env.observation_space, env.action_space, 5000, seed=0)
+    rng = np.random.default_rng(0)
+    o, _ = env.reset(seed=0)
+    for step in range(1500):
+        a = rng.uniform(-1, 1, 1).astype(np.float32) if step < 200 else agent.act(o)
+        o2, r, term, trunc, _ = env.step(a)
+        buf.add(o, a, r, o2, term, trunc)
+        o = o2
+        if term or trunc:
+            o, _ = env.reset()
+        if step >= 200:
+            agent.update(buf.sample(64))
+    random_ret = run_episodes(env, lambda o: rng.uniform(-1, 1, 1), 10, seed=100)
+    learned = run_episodes(env, lambda o: agent.act(o, deterministic=True), 10, seed=100)
+    assert learned > random_ret + 4, (learned, random_ret)
+    assert learned > -4.0, learned
