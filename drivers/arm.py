@@ -51,9 +51,11 @@ class ServoArm:
                 f"servo ID(s) {missing} did not answer on {bus.port} (found: "
                 f"{[s for s in self.ids if s not in missing]}). Check power, IDs and cabling; "
                 "the calibration file says which ID each joint uses.")
-        if write_limits:
+        if write_limits:                 # EEPROM has limited write cycles: only when they differ
             for c in self.cals:
-                bus.set_limits(c.id, c.min, c.max)
+                if (bus.read_register(c.id, ft.MIN_ANGLE_LIMIT) != c.min
+                        or bus.read_register(c.id, ft.MAX_ANGLE_LIMIT) != c.max):
+                    bus.set_limits(c.id, c.min, c.max)
         if enable_torque:
             self.enable_torque()
 
@@ -78,8 +80,10 @@ class ServoArm:
         self.torque_on = True
 
     def _torque_off(self) -> None:
+        """Broadcast torque-off, twice (a corrupted packet is simply ignored by the servos)."""
         self.torque_on = False
-        self.bus.set_torque(self.ids, False)
+        self.bus.broadcast_write(ft.TORQUE_ENABLE, 0)
+        self.bus.broadcast_write(ft.TORQUE_ENABLE, 0)
 
     # ------------------------------------------------------------------ Arm protocol
     def read(self) -> ArmState:

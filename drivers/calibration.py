@@ -49,6 +49,27 @@ class JointCalibration:
         return (min(a, b), max(a, b))
 
 
+def calibrate_zero_pose(zero_ticks: dict[str, int], ids: dict[str, int], directions: dict[str, int],
+                        lower: dict[str, float], upper: dict[str, float],
+                        margin: float = 0.05) -> "Calibration":
+    """The calibration procedure's arithmetic: with the arm held in the sim's zero pose, the
+    present ticks are the offsets; `directions` come from moving each joint by hand in its
+    positive sense; the tick range is the joint range (rad) plus `margin` rad on both sides.
+    Names are in joint order (gripper last)."""
+    servos = {}
+    for name, zero in zero_ticks.items():
+        d = int(directions[name])
+        a = zero + d * (lower[name] - margin) / RAD_PER_TICK
+        b = zero + d * (upper[name] + margin) / RAD_PER_TICK
+        lo, hi = int(math.floor(min(a, b))), int(math.ceil(max(a, b)))
+        if lo < 0 or hi > MAX_TICK:
+            raise ConfigError(f"joint {name!r}: its range needs ticks {lo}..{hi}, outside 0..{MAX_TICK}; "
+                              "re-mount the horn nearer the middle of its travel (or set the "
+                              "servo's homing offset) and calibrate again")
+        servos[name] = JointCalibration(id=int(ids[name]), offset=int(zero), direction=d, min=lo, max=hi)
+    return Calibration(servos)
+
+
 @dataclass(frozen=True)
 class Calibration:
     servos: dict[str, JointCalibration]     # insertion order = joint order, gripper last

@@ -15,14 +15,14 @@ import time
 import numpy as np
 import serial
 
-# what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
-IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
-
 from robolearn.drivers import car_protocol as cp
 from robolearn.drivers.pacing import Pacer
 from robolearn.drivers.safety import CarSafety
 from robolearn.errors import DeviceDisconnectedError, DeviceError
 from robolearn.robot import CarSpec, CarState
+
+# what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
+IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
 
 
 class SerialCar:

@@ -161,6 +161,7 @@ class ArmEmulator:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.physics_overruns = 0
+        self.physics_error: Exception | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -194,6 +195,8 @@ class ArmEmulator:
             t.join(timeout=2.0)
         self._threads.clear()
         self.plant.close()
+        if self.physics_error is not None:
+            raise RuntimeError(f"arm emulator physics crashed: {self.physics_error!r}") from self.physics_error
 
     def __enter__(self):
         return self.start()
@@ -215,7 +218,12 @@ class ArmEmulator:
     def _physics_loop(self):
         t_next = time.monotonic()
         while not self._stop.is_set():
-            q, dq, load = self.plant.step(self.goal.copy(), self.torque.copy(), self.physics_dt)
+            try:
+                q, dq, load = self.plant.step(self.goal.copy(), self.torque.copy(), self.physics_dt)
+            except Exception as exc:  # noqa: BLE001 - a crashed device goes silent, loudly
+                self.physics_error = exc
+                self.faults.silent_ids |= set(self.ids)
+                return
             self._snap = (q, dq, load)          # one reference swap: readers never see a mix
             t_next += self.physics_dt
             now = time.monotonic()
@@ -278,7 +286,7 @@ class ArmEmulator:
         return [] if pkt.id == ft.BROADCAST_ID or not reply else [reply]
 
     def _error(self, sid: int) -> int:
-        return 0
+        return self.faults.status_errors.get(sid, 0)
 
     # ---------------------------------------------------------------- control table
     def _poke(self, sid: int, reg: ft.Register, value: int) -> None:

@@ -10,6 +10,7 @@ kinematic bicycle with a first-order speed response.
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
 
@@ -92,6 +93,7 @@ class CarEmulator:
         self.telemetry_period_ms = int(telemetry_period_ms)
         self.configured = False
         self.muted = False                 # fault: stop sending telemetry
+        self.control_error: Exception | None = None
         self.parser = cp.FrameParser()
         self.last_command: cp.Command | None = None
         self.last_command_at: float | None = None   # monotonic time of the last valid COMMAND
@@ -102,6 +104,7 @@ class CarEmulator:
         self._enc_m = 0.0
         self._seq = 0
         self._lock = threading.Lock()
+        self._outbox: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -110,7 +113,8 @@ class CarEmulator:
         return self.dev.path
 
     def start(self) -> "CarEmulator":
-        for target, name in ((self._wire_loop, "car-emu-wire"), (self._control_loop, "car-emu-control")):
+        for target, name in ((self._wire_loop, "car-emu-wire"), (self._control_loop, "car-emu-control"),
+                             (self._sender_loop, "car-emu-sender")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -128,6 +132,8 @@ class CarEmulator:
             t.join(timeout=2.0)
         self._threads.clear()
         self.plant.close()
+        if self.control_error is not None:
+            raise RuntimeError(f"car emulator crashed: {self.control_error!r}") from self.control_error
 
     def __enter__(self):
         return self.start()
@@ -154,9 +160,20 @@ class CarEmulator:
                     self._send(cp.encode_frame(cp.Config(self.timeout_ms, self.telemetry_period_ms)))
 
     def _send(self, frame: bytes) -> None:
-        if self.faults.delay_s:
-            time.sleep(self.faults.delay_s)
-        self.dev.write(self.faults.mangle(frame))
+        frame = self.faults.mangle(frame)
+        if self.faults.delay_s:          # latency on the link, without stalling the controller
+            self._outbox.put((time.monotonic() + self.faults.delay_s, frame))
+        else:
+            self.dev.write(frame)
+
+    def _sender_loop(self):
+        while not self._stop.is_set():
+            try:
+                due, frame = self._outbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            sleep_until(due)
+            self.dev.write(frame)
 
     # ---------------------------------------------------------------- control side
     def _control_loop(self):
@@ -176,9 +193,13 @@ class CarEmulator:
                 steer = float(np.clip(cmd.steer_mrad / 1000.0, -self.spec.max_steer, self.spec.max_steer))
                 throttle = float(np.clip(cmd.throttle_permille / cp.THROTTLE_SCALE, -1.0, 1.0))
             self.applied = (steer, throttle)
-            self.plant.command(steer, throttle)
-            self.plant.advance(dt)
-            st = self.plant.read()
+            try:
+                self.plant.command(steer, throttle)
+                self.plant.advance(dt)
+                st = self.plant.read()
+            except Exception as exc:  # noqa: BLE001 - a crashed controller goes silent, loudly
+                self.control_error = exc
+                return
             self._enc_m += st.speed * dt
             if not self.muted:
                 self._send(cp.encode_frame(self._telemetry(st, cmd, steer, throttle)))

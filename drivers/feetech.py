@@ -184,12 +184,11 @@ class PacketParser:
     "corrupted" when it reports an error.
     """
 
-    MAX_BUFFER = 4096
-
     def __init__(self):
         self._buf = bytearray()
         self.bad_checksums = 0
         self.dropped_bytes = 0
+        self.bad_ids: list[int] = []     # claimed ID byte of each packet that failed its checksum
 
     def feed(self, data: bytes | bytearray) -> list[Packet]:
         self._buf += data
@@ -228,14 +227,13 @@ class PacketParser:
                 self._drop(2)
                 continue
             total = 4 + length
-            if len(buf) < total:
-                if len(buf) > self.MAX_BUFFER:
-                    self._drop(2)
-                    continue
+            if len(buf) < total:          # wait for the rest (at most 259 bytes are ever held)
                 return
             body = bytes(buf[2:total - 1])
             if checksum(body) != buf[total - 1]:
                 self.bad_checksums += 1
+                self.bad_ids.append(body[0])
+                del self.bad_ids[:-64]
                 self._drop(2)
                 continue
             del buf[:total]

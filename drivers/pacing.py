@@ -11,23 +11,28 @@ import time
 
 
 class Pacer:
+    """`advance(dt)`: return `dt` after the previous advance returned (its scheduled time)."""
+
     def __init__(self):
-        self._deadline: float | None = None
+        self._t_prev: float | None = None      # scheduled end of the previous period
         self.overruns = 0
 
     def reset(self) -> None:
-        self._deadline = None
+        self._t_prev = None
 
     def advance(self, dt: float) -> float:
         dt = max(float(dt), 0.0)
         now = time.monotonic()
-        if self._deadline is None or dt == 0.0:
-            self._deadline = now + dt
-        overrun = now - self._deadline
+        if self._t_prev is None or dt == 0.0:  # first call, or the caller paces (advance(0))
+            self._t_prev = now
+            if dt == 0.0:
+                return 0.0
+        target = self._t_prev + dt
+        overrun = now - target
         if overrun > 0:
             self.overruns += 1
-            self._deadline = now
-        elif overrun < 0:
-            time.sleep(-overrun)
-        self._deadline += dt
-        return max(overrun, 0.0)
+            self._t_prev = now
+            return overrun
+        time.sleep(-overrun)
+        self._t_prev = target
+        return 0.0

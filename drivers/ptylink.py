@@ -2,21 +2,23 @@
 
 Why: drivers are tested against emulators that speak the real bytes through a real tty, so
 the driver under test opens the emulator's `path` with pyserial exactly as it would open
-`/dev/ttyUSB0`. The emulator keeps the pty master (and its own handle on the slave, so the
-port exists before and between client connections); `unplug()` closes both, which is what
-the driver sees when a USB adapter is pulled: reads and writes fail with EIO.
+`/dev/ttyUSB0`, and the emulator holds the other end, also through pyserial (the pty master
+opened from /dev/ptmx). `unplug()` closes the master, which is what the driver sees when a
+USB adapter is pulled: its reads and writes fail with EIO.
 """
 from __future__ import annotations
 
-import errno
+import fcntl
 import os
 import select
+import struct
 import threading
 import time
 import tty
 from dataclasses import dataclass, field
 
 import numpy as np
+import serial
 
 
 @dataclass
@@ -27,12 +29,15 @@ class Faults:
     corrupt_rate: probability a whole reply is sent with a wrong checksum byte.
     delay_s: extra latency before each reply (a slow or overloaded device).
     silent_ids: servo IDs that stop answering (arm only).
+    status_errors: servo ID -> error byte its status packets carry (arm only, e.g. 0x20
+    overload).
     """
 
     drop_rate: float = 0.0
     corrupt_rate: float = 0.0
     delay_s: float = 0.0
     silent_ids: set[int] = field(default_factory=set)
+    status_errors: dict[int, int] = field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self):
@@ -49,13 +54,35 @@ class Faults:
         return data
 
 
+# Linux ioctls to unlock a pty master opened from /dev/ptmx and ask its slave number
+# (what openpty() does internally; Python's termios does not export them).
+_TIOCSPTLCK = 0x40045431
+_TIOCGPTN = 0x80045430
+
+
+def _open_master():
+    """Open a pty master *with pyserial* (so both ends of the cable are pyserial ports).
+    Returns (serial port on the master, slave path)."""
+    ser = serial.Serial("/dev/ptmx", timeout=0, write_timeout=1.0)
+    try:
+        fcntl.ioctl(ser.fileno(), _TIOCSPTLCK, struct.pack("i", 0))
+        n = struct.unpack("i", fcntl.ioctl(ser.fileno(), _TIOCGPTN, b"\0" * 4))[0]
+    except OSError:
+        ser.close()
+        raise
+    return ser, f"/dev/pts/{n}"
+
+
 class PtyDevice:
-    """A pseudo-terminal whose slave `path` a driver opens; we read/write the master."""
+    """A pseudo-terminal whose slave `path` a driver opens; the device side is a pyserial
+    port on the master. We keep our own handle on the slave (raw mode) so the port exists
+    and reads do not fail with EIO before the first host connects."""
 
     def __init__(self, baudrate: int | None = None):
-        self._master, self._slave = os.openpty()
+        self.ser, self.path = _open_master()
+        self._slave = os.open(self.path, os.O_RDWR | os.O_NOCTTY)
         tty.setraw(self._slave)          # no echo, no line discipline: a byte is a byte
-        self.path = os.ttyname(self._slave)
+        self._fd = self.ser.fileno()
         self.baudrate = baudrate
         self._lock = threading.Lock()
         self.unplugged = False
@@ -71,14 +98,12 @@ class PtyDevice:
             time.sleep(timeout)
             return b""
         try:
-            ready, _, _ = select.select([self._master], [], [], timeout)
+            ready, _, _ = select.select([self._fd], [], [], timeout)
             if not ready:
                 return b""
-            data = os.read(self._master, 4096)
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, OSError) and exc.errno not in (errno.EIO, errno.EBADF):
-                raise
-            return b""
+            data = self.ser.read(max(1, self.ser.in_waiting))
+        except (serial.SerialException, OSError, ValueError, TypeError):
+            return b""                   # closed under us (unplug): the caller loops or stops
         self.bytes_in += len(data)
         return data
 
@@ -87,9 +112,9 @@ class PtyDevice:
             if self.unplugged or not data:
                 return
             try:
-                os.write(self._master, data)
+                self.ser.write(data)
                 self.bytes_out += len(data)
-            except OSError:
+            except (serial.SerialException, OSError, ValueError, TypeError):
                 pass
 
     def unplug(self) -> None:
@@ -98,11 +123,14 @@ class PtyDevice:
             if self.unplugged:
                 return
             self.unplugged = True
-            for fd in (self._master, self._slave):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            try:
+                self.ser.close()
+            except (serial.SerialException, OSError):
+                pass
+            try:
+                os.close(self._slave)
+            except OSError:
+                pass
 
     close = unplug
 

@@ -13,11 +13,11 @@ import time
 
 import serial
 
-# what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
-IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
-
 from robolearn.drivers import feetech as ft
 from robolearn.errors import DeviceDisconnectedError, DeviceError
+
+# what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
+IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
 
 
 class ServoTimeoutError(DeviceError):
@@ -96,7 +96,7 @@ class ServoBus:
         """Send `packet`, collect one status packet per ID in `expect_ids`, retrying."""
         self.stats["transactions"] += 1
         got: dict[int, ft.Packet] = {}
-        corrupted: set[int] = set()
+        corrupted: set[int] = set()          # IDs whose reply arrived but failed the checksum
         for attempt in range(self.retries + 1):
             if attempt:
                 self.stats["retries"] += 1
@@ -110,23 +110,25 @@ class ServoBus:
                         got[pkt.id] = pkt
             bad = self.parser.bad_checksums - bad_before
             self.stats["bad_checksums"] += bad
-            missing = [i for i in expect_ids if i not in got]
-            if not missing:
-                break
             if bad:
-                corrupted.update(missing)
+                corrupted.update(self.parser.bad_ids[-bad:])
+            if len(got) == len(expect_ids):
+                break
         missing = [i for i in expect_ids if i not in got]
         if missing:
             tries = self.retries + 1
-            if corrupted & set(missing):
+            silent = [i for i in missing if i not in corrupted]
+            if not silent:
                 raise ServoChecksumError(
                     f"{what}: replies from servo ID(s) {missing} on {self.port} failed the "
                     f"checksum on {tries} attempts. Check the baud rate, the cable and the "
                     "servo power supply (noise on the data line).", missing)
+            also = (f" (ID(s) {[i for i in missing if i in corrupted]} answered with bad checksums)"
+                    if len(silent) < len(missing) else "")
             raise ServoTimeoutError(
-                f"{what}: servo ID(s) {missing} on {self.port} did not answer within "
-                f"{self.timeout * 1e3:.0f} ms ({tries} attempts). Check that the servo is "
-                "powered, its ID, and the daisy-chain cable to it.", missing)
+                f"{what}: servo ID(s) {silent} on {self.port} did not answer within "
+                f"{self.timeout * 1e3:.0f} ms ({tries} attempts){also}. Check that the servo is "
+                "powered, its ID, and the daisy-chain cable to it.", silent)
         for sid, pkt in got.items():
             if pkt.code & ~ft.ERR_ANGLE:     # angle-limit bit is informative, not fatal
                 raise ServoStatusError(
@@ -193,6 +195,16 @@ class ServoBus:
         self._check_open()
         try:
             self.ser.write(ft.sync_write(reg.address, data))
+        except IO_ERRORS as exc:
+            raise self._disconnected(exc) from None
+
+    def broadcast_write(self, reg: ft.Register, value: int) -> None:
+        """WRITE to ID 0xFE: every servo applies it at once and none answers (the e-stop path:
+        one packet, no per-servo timeouts to wait out)."""
+        self._check_open()
+        try:
+            self.ser.write(ft.write(ft.BROADCAST_ID, reg.address,
+                                    ft.encode_value(value, reg.size, reg.sign_bit)))
         except IO_ERRORS as exc:
             raise self._disconnected(exc) from None
 

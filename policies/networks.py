@@ -31,10 +31,13 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        w, b = self.weight, self.bias
+        if members is not None:  # run only these members (REDQ target subset)
+            w, b = w.index_select(0, members), b.index_select(0, members)
         if x.dim() == 2:  # the same input for every member (first layer)
-            x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
-        return torch.baddbmm(self.bias, x, self.weight)
+            x = x.unsqueeze(0).expand(w.shape[0], -1, -1)
+        return torch.baddbmm(b, x, w)
 
 
 class EnsembleLayerNorm(nn.Module):
@@ -46,8 +49,11 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(ensemble_size, 1, num_features))
         self.bias = nn.Parameter(torch.zeros(ensemble_size, 1, num_features))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        w, b = self.weight, self.bias
+        if members is not None:
+            w, b = w.index_select(0, members), b.index_select(0, members)
+        return torch.addcmul(b, F.layer_norm(x, x.shape[-1:], eps=self.eps), w)
 
 
 class Dropout(nn.Module):
@@ -98,10 +104,17 @@ class EnsembleMLP(nn.Module):
             if isinstance(m, Dropout):
                 m.generator = generator
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2 and isinstance(self.net[0], EnsembleBatchRenorm):
-            x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
-        return self.net(x)
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, D) or (E, B, D) -> (E, B, out); with `members`, only those (M, B, out)."""
+        if members is None:
+            if x.dim() == 2 and isinstance(self.net[0], EnsembleBatchRenorm):
+                x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
+            return self.net(x)
+        for layer in self.net:
+            if isinstance(layer, EnsembleBatchRenorm):
+                raise NotImplementedError("member subsets of batch-renorm critics (CrossQ has no target)")
+            x = layer(x, members) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
+        return x
 
 
 class Critic(nn.Module):
@@ -113,8 +126,9 @@ class Critic(nn.Module):
         self.num_critics = num_critics
         self.mlp = EnsembleMLP(num_critics, feature_dim + action_dim, hidden, 1, **mlp_options)
 
-    def forward(self, feat: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.mlp(torch.cat([feat, action], dim=-1)).squeeze(-1)
+    def forward(self, feat: torch.Tensor, action: torch.Tensor,
+                members: torch.Tensor | None = None) -> torch.Tensor:
+        return self.mlp(torch.cat([feat, action], dim=-1), members).squeeze(-1)
 
 
 def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int) -> nn.Sequential:

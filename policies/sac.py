@@ -15,6 +15,7 @@ Contract (used by the training loop, the runtime and teleop):
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from robolearn.data.replay import Batch
-from robolearn.errors import ConfigError, TrainingError
+from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.networks import Actor, Critic
 
@@ -157,9 +158,11 @@ class Agent:
             critic_params += list(self.encoder.parameters())
         if self.encoder is not None and cfg.freeze_encoder:
             self.encoder.requires_grad_(False)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, **adam)
+        # actor and temperature step together: one optimiser, one fused kernel call
+        self.actor_opt = torch.optim.Adam(
+            [{"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
+             {"params": [self.log_alpha], "lr": cfg.temperature_lr}], **adam)
         self.critic_opt = torch.optim.Adam(critic_params, lr=cfg.critic_lr, **adam)
-        self.temperature_opt = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, **adam)
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters()) if self.critic_target else []
         self._grad_params = critic_params
@@ -193,8 +196,12 @@ class Agent:
     @torch.inference_mode()
     def act(self, obs: dict[str, np.ndarray], deterministic: bool = False) -> np.ndarray:
         """One unbatched observation -> float32 action in [-1, 1]."""
-        batched = {k: np.asarray(obs[k])[None] for k in ([self.state_key] if self.state_key else [])
-                   + self.image_keys}
+        keys = ([self.state_key] if self.state_key else []) + self.image_keys
+        missing = [k for k in keys if k not in obs]
+        if missing:
+            raise ConfigError(f"observation lacks {missing} (has {sorted(obs)}); the agent was built "
+                              f"for keys {keys}: use the same env/obs mode as in training")
+        batched = {k: np.asarray(obs[k])[None] for k in keys}
         feat = self._features(self._obs_to_torch(batched, augment=False))
         if deterministic:
             action = self.actor.mode(feat)
@@ -222,20 +229,22 @@ class Agent:
         with torch.no_grad():
             next_feat = self._features(next_obs)
             next_action, next_logp = self.actor.sample(next_feat, self.generator)
+        subset = None
+        if cfg.num_target_min < cfg.num_critics:  # REDQ: random subset, same for the batch
+            subset = torch.rand(cfg.num_critics, generator=self.generator,
+                                device=self.device).argsort()[: cfg.num_target_min]
         if self.critic_target is None:
             # CrossQ: current and next (s, a) in ONE batch so batch statistics are shared
             bsz = action.shape[0]
             q_all = self.critic(torch.cat([feat, next_feat]), torch.cat([action, next_action]))
             q, q_next = q_all[:, :bsz], q_all[:, bsz:].detach()
+            if subset is not None:
+                q_next = q_next.index_select(0, subset)
         else:
             q = self.critic(feat, action)
-            with torch.no_grad():
-                q_next = self.critic_target(next_feat, next_action)
+            with torch.no_grad():  # only the subset's target members are evaluated
+                q_next = self.critic_target(next_feat, next_action, subset)
         with torch.no_grad():
-            if cfg.num_target_min < cfg.num_critics:  # REDQ: random subset, same for the batch
-                subset = torch.rand(cfg.num_critics, generator=self.generator,
-                                    device=self.device).argsort()[: cfg.num_target_min]
-                q_next = q_next.index_select(0, subset)
             v_next = q_next.min(dim=0).values
             if cfg.backup_entropy:
                 v_next = v_next - alpha * next_logp
@@ -262,15 +271,12 @@ class Agent:
             self.critic.requires_grad_(True)
             q_pi = q_pi.min(dim=0).values if cfg.actor_q == "min" else q_pi.mean(dim=0)
             actor_loss = (alpha * logp - q_pi).mean()
+            temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
+            (actor_loss + temp_loss).backward()  # disjoint graphs: one backward pass
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_clip)
             self.actor_opt.step()
-            temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.temperature_opt.zero_grad(set_to_none=True)
-            temp_loss.backward()
-            self.temperature_opt.step()
             metrics.update(actor_loss=actor_loss.detach(), temperature_loss=temp_loss.detach(),
                            entropy=-logp.detach().mean())
         metrics["alpha"] = alpha
@@ -296,7 +302,6 @@ class Agent:
             "log_alpha": self.log_alpha.detach().clone(),
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
-            "temperature_opt": self.temperature_opt.state_dict(),
             "rng": self.generator.get_state(),
             "act_rng": self.act_generator.get_state(),
         }
@@ -307,9 +312,13 @@ class Agent:
         return copy.deepcopy(d)
 
     def load_state_dict(self, d: dict) -> None:
-        for key in ("actor", "critic", "actor_opt", "critic_opt", "temperature_opt", "rng"):
+        for key in ("actor", "critic", "actor_opt", "critic_opt", "rng"):
             if key not in d:
-                raise ConfigError(f"agent state has no {key!r}: not a state_dict() of this Agent")
+                raise DatasetError(f"agent state has no {key!r}: not a state_dict() of this Agent")
+        with _mismatch_as_dataset_error("agent state"):
+            self._load_state_dict(d)
+
+    def _load_state_dict(self, d: dict) -> None:
         self.actor.load_state_dict(d["actor"])
         self.critic.load_state_dict(d["critic"])
         if self.critic_target is not None:
@@ -320,7 +329,6 @@ class Agent:
             self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
         self.actor_opt.load_state_dict(d["actor_opt"])
         self.critic_opt.load_state_dict(d["critic_opt"])
-        self.temperature_opt.load_state_dict(d["temperature_opt"])
         self.num_updates = int(d["num_updates"])
         self.generator.set_state(torch.as_tensor(d["rng"], dtype=torch.uint8).cpu())
         self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
@@ -333,10 +341,20 @@ class Agent:
         return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
 
     def load_policy_state(self, d: dict[str, torch.Tensor]) -> None:
-        actor = {k[6:]: v for k, v in d.items() if k.startswith("actor.")}
-        self.actor.load_state_dict(actor)
-        if self.encoder is not None:
-            self.encoder.load_state_dict({k[8:]: v for k, v in d.items() if k.startswith("encoder.")})
+        with _mismatch_as_dataset_error("policy state"):
+            self.actor.load_state_dict({k[6:]: v for k, v in d.items() if k.startswith("actor.")})
+            if self.encoder is not None:
+                self.encoder.load_state_dict(
+                    {k[8:]: v for k, v in d.items() if k.startswith("encoder.")})
+
+
+@contextlib.contextmanager
+def _mismatch_as_dataset_error(what: str):
+    try:
+        yield
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise DatasetError(f"{what} does not fit this agent (built with other spaces or network "
+                           f"sizes?): {str(exc).splitlines()[0]}") from None
 
 
 # ---------------------------------------------------------------------------------- helpers

@@ -52,21 +52,25 @@ def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: s
     return run
 
 
-def _interleaved(runners: dict, steps: int, warmup: int, rounds: int, sync) -> dict[str, float]:
-    """Updates/s per runner: blocks of steps/rounds updates, alternating runners, median per
-    runner (the machine may be shared, so alternate and take medians, not one long block)."""
+def _interleaved(runners: dict, steps: int, warmup: int, rounds: int, sync) -> dict[str, dict]:
+    """Updates/s per runner, by wall clock and by process CPU time: blocks of steps/rounds
+    updates, alternating runners, median per runner. On a shared machine the CPU-time figure
+    is the robust one (single-threaded, so it equals wall time on an idle machine)."""
     for run in runners.values():
         run(warmup)
     per = max(1, steps // rounds)
-    times: dict[str, list[float]] = {k: [] for k in runners}
+    wall: dict[str, list[float]] = {k: [] for k in runners}
+    cpu: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(rounds):
         for name, run in runners.items():
             sync()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             run(per)
             sync()
-            times[name].append((time.perf_counter() - t0) / per)
-    return {k: 1.0 / float(np.median(v)) for k, v in times.items()}
+            wall[name].append((time.perf_counter() - t0) / per)
+            cpu[name].append((time.process_time() - c0) / per)
+    return {k: {"wall": 1.0 / float(np.median(wall[k])), "cpu": 1.0 / float(np.median(cpu[k]))}
+            for k in runners}
 
 
 class _SpacesOnlyEnv(gym.Env):
@@ -110,7 +114,8 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
 
     Returns a dict with `ours_sac_updates_per_s`, `sb3_sac_updates_per_s` (None without SB3),
     `sac_speedup_vs_sb3`, `redq10_updates_per_s`, `redq2_updates_per_s`,
-    `redq10_vs_2_cost_ratio` (time of a 10-critic update / a 2-critic update) and the settings.
+    `redq10_vs_2_cost_ratio` (time of a 10-critic update / a 2-critic update), the same
+    figures from process CPU time (`*_cpu*` keys; robust on a shared machine) and the settings.
     """
     if num_threads is not None:
         torch.set_num_threads(num_threads)
@@ -130,23 +135,29 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
         except ImportError:
             print_fn("stable-baselines3 not installed (pip install -e .[bench]); skipping SB3")
     speed = _interleaved(runners, steps, warmup, rounds, sync)
-    out["ours_sac_updates_per_s"] = speed["ours"]
-    out["sb3_sac_updates_per_s"] = speed.get("sb3")
-    out["sac_speedup_vs_sb3"] = speed["ours"] / speed["sb3"] if "sb3" in speed else None
+    out["ours_sac_updates_per_s"] = speed["ours"]["wall"]
+    out["ours_sac_cpu_updates_per_s"] = speed["ours"]["cpu"]
+    out["sb3_sac_updates_per_s"] = speed["sb3"]["wall"] if "sb3" in speed else None
+    out["sb3_sac_cpu_updates_per_s"] = speed["sb3"]["cpu"] if "sb3" in speed else None
+    out["sac_speedup_vs_sb3"] = out["sac_speedup_vs_sb3_cpu"] = None
+    if "sb3" in speed:
+        out["sac_speedup_vs_sb3"] = speed["ours"]["wall"] / speed["sb3"]["wall"]
+        out["sac_speedup_vs_sb3_cpu"] = speed["ours"]["cpu"] / speed["sb3"]["cpu"]
     # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
     runners = {n: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed, num_critics=n)
                for n in (10, 2)}
     speed = _interleaved(runners, steps, warmup, rounds, sync)
-    out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10], speed[2]
-    out["redq10_vs_2_cost_ratio"] = speed[2] / speed[10]
+    out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10]["wall"], speed[2]["wall"]
+    out["redq10_vs_2_cost_ratio"] = speed[2]["wall"] / speed[10]["wall"]
+    out["redq10_vs_2_cost_ratio_cpu"] = speed[2]["cpu"] / speed[10]["cpu"]
 
     print_fn(f"update speed ({device}, {out['threads']} thread(s), batch {batch_size}, "
-             f"obs {obs_dim}, act {action_dim}, 256x256 nets):")
-    print_fn(f"  ours sac     : {out['ours_sac_updates_per_s']:8.1f} updates/s")
+             f"obs {obs_dim}, act {action_dim}, 256x256 nets; wall clock | process CPU time):")
+    print_fn(f"  ours sac  : {out['ours_sac_updates_per_s']:8.1f} | {out['ours_sac_cpu_updates_per_s']:8.1f} updates/s")
     if out["sb3_sac_updates_per_s"] is not None:
-        print_fn(f"  SB3 SAC      : {out['sb3_sac_updates_per_s']:8.1f} updates/s  "
-                 f"-> ours/SB3 = {out['sac_speedup_vs_sb3']:.2f}x")
-    print_fn(f"  redq N=10    : {out['redq10_updates_per_s']:8.1f} updates/s")
-    print_fn(f"  redq N=2     : {out['redq2_updates_per_s']:8.1f} updates/s  "
-             f"-> 10-critic update costs {out['redq10_vs_2_cost_ratio']:.2f}x a 2-critic one (a loop would be ~5x)")
+        print_fn(f"  SB3 SAC   : {out['sb3_sac_updates_per_s']:8.1f} | {out['sb3_sac_cpu_updates_per_s']:8.1f} updates/s"
+                 f"  -> ours/SB3 = {out['sac_speedup_vs_sb3']:.2f}x | {out['sac_speedup_vs_sb3_cpu']:.2f}x")
+    print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
+    print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
+             f"{out['redq10_vs_2_cost_ratio']:.2f}x | {out['redq10_vs_2_cost_ratio_cpu']:.2f}x a 2-critic one")
     return out

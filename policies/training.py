@@ -33,8 +33,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robolearn.errors import ConfigError, DatasetError, RobolearnError, TrainingError
+from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies import evaluation
+from robolearn.policies.serialize import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
@@ -249,78 +250,7 @@ def collect_scripted(env: gym.Env, episodes: int, seed: int = 0) -> dict:
             "terminated": np.asarray(term, bool), "truncated": np.asarray(trunc, bool)}
 
 
-# ======================================================================= state (de)coding
-def encode_tree(obj: Any, tensors: dict, arrays: dict, path: str = "s") -> Any:
-    """Turn a nested state dict into JSON + named tensors/arrays (no pickle anywhere).
-    Dict keys keep their type (optimizer states use int keys)."""
-    if isinstance(obj, torch.Tensor):
-        tensors[path] = obj.detach().cpu().clone().contiguous()
-        return {"__tensor__": path}
-    if isinstance(obj, np.ndarray):
-        arrays[path] = obj
-        return {"__ndarray__": path}
-    if isinstance(obj, dict):
-        items = []
-        for i, (k, v) in enumerate(obj.items()):
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TrainingError(f"cannot checkpoint state key {k!r} at {path}: keys must be str or int")
-            items.append([k, encode_tree(v, tensors, arrays, f"{path}.{i}")])
-        return {"__dict__": items}
-    if isinstance(obj, tuple):
-        return {"__tuple__": [encode_tree(v, tensors, arrays, f"{path}.{i}") for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [encode_tree(v, tensors, arrays, f"{path}.{i}") for i, v in enumerate(obj)]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TrainingError(f"cannot checkpoint a {type(obj).__name__} at {path}: "
-                        "state dicts may hold tensors, arrays, numbers, strings, lists and dicts")
-
-
-def decode_tree(obj: Any, tensors: dict, arrays: dict) -> Any:
-    if isinstance(obj, list):
-        return [decode_tree(v, tensors, arrays) for v in obj]
-    if isinstance(obj, dict):
-        if "__tensor__" in obj:
-            return tensors[obj["__tensor__"]]
-        if "__ndarray__" in obj:
-            return arrays[obj["__ndarray__"]]
-        if "__tuple__" in obj:
-            return tuple(decode_tree(v, tensors, arrays) for v in obj["__tuple__"])
-        if "__dict__" in obj:
-            return {k: decode_tree(v, tensors, arrays) for k, v in obj["__dict__"]}
-    return obj
-
-
-def save_tree(state: dict, directory: Path, name: str) -> None:
-    """`name.json` + `name.safetensors` (+ `name.npz` if the state holds numpy arrays)."""
-    from safetensors.torch import save_file
-
-    tensors: dict = {}
-    arrays: dict = {}
-    tree = encode_tree(state, tensors, arrays)
-    save_file(tensors, str(directory / f"{name}.safetensors"))
-    if arrays:
-        np.savez(directory / f"{name}.npz", **arrays)
-    (directory / f"{name}.json").write_text(json.dumps(tree))
-
-
-def load_tree(directory: Path, name: str) -> dict:
-    from safetensors.torch import load_file
-
-    try:
-        tree = json.loads((directory / f"{name}.json").read_text())
-        tensors = load_file(str(directory / f"{name}.safetensors"))
-        arrays = {}
-        if (directory / f"{name}.npz").exists():
-            with np.load(directory / f"{name}.npz", allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"checkpoint {directory} is incomplete or corrupt ({name}): {exc}") from None
-    return decode_tree(tree, tensors, arrays)
-
-
+# ============================================================================ rng states
 def _json_rng(state: Any) -> Any:
     """numpy bit-generator / legacy states -> JSON-able."""
     if isinstance(state, dict):
@@ -354,14 +284,25 @@ class Trainer:
     """One training run in one folder. `Trainer(cfg).run()` or `Trainer.resume(dir).run()`."""
 
     def __init__(self, cfg: TrainConfig, _resumed_state: dict | None = None):
-        from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
-        from robolearn.policies.registry import make_agent
-
         self.cfg = cfg.validate()
+        self._eval_env: gym.Env | None = None
+        self.env = None
+        try:
+            self._build(cfg, _resumed_state)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, cfg: TrainConfig, _resumed_state: dict | None) -> None:
+        from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
+        from robolearn.policies.registry import ALGOS, make_agent
+
+        if cfg.algo not in ALGOS:  # before building an env: a typo should fail fast
+            raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
+                              "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
         self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs)
-        self._eval_env: gym.Env | None = None
         overrides = dict(cfg.agent)
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)
@@ -403,9 +344,12 @@ class Trainer:
         self.env_steps = 0
         self.episodes = 0
         self.wall_before = 0.0
+        self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
         self.rng = np.random.default_rng(cfg.seed)
         self.last_eval: dict | None = None
         self._obs = None
+        self._loss_acc: dict[str, list] = {}  # metric -> [sum, count] since the last log record
+        self._ep_info: tuple[float, bool] | None = None  # last training episode (return, success)
         self._writer = None
         self._metrics_f = None
 
@@ -444,7 +388,6 @@ class Trainer:
             self._obs, _ = self.env.reset(seed=cfg.seed)
         ep_ret, ep_len, ep_success = 0.0, 0, False
         upd_time, upd_count = 0.0, 0
-        losses: dict[str, list[float]] = {}
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
         try:
@@ -456,7 +399,10 @@ class Trainer:
                     action = self.agent.act(obs)
                 nxt, reward, terminated, truncated, info = self.env.step(action)
                 intervened = bool(info.get("intervention", False))
-                if intervened:
+                if intervened:  # store what the human did, not what the policy proposed
+                    if "intervention_action" not in info:
+                        raise ConfigError("the env set info['intervention'] without "
+                                          "info['intervention_action'] (the action actually applied)")
                     action = np.asarray(info["intervention_action"], dtype=np.float32)
                 self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
                 if intervened and self.prior is not None:
@@ -471,18 +417,22 @@ class Trainer:
                     t_u = time.perf_counter()
                     for _ in range(utd):
                         out = self._update(self.sampler.sample(bs))
-                        for k, v in out.items():
-                            losses.setdefault(k, []).append(float(v))
-                    upd_time += time.perf_counter() - t_u
+                        for k, v in out.items():  # running sums, checkpointed with the run
+                            acc = self._loss_acc.setdefault(k, [0.0, 0])
+                            acc[0] += float(v)
+                            acc[1] += 1
+                    dt = time.perf_counter() - t_u
+                    upd_time += dt
+                    self.update_time += dt
                     upd_count += utd
 
                 if self.env_steps % cfg.log_every == 0:
                     ups = upd_count / upd_time if upd_time > 0 else 0.0
                     rec = {"kind": "train", "step": self.env_steps, "updates": self.updates,
-                           "updates_per_s": ups, **{k: float(np.mean(v)) for k, v in losses.items()}}
+                           "updates_per_s": ups, **{k: t / n for k, (t, n) in self._loss_acc.items()}}
                     self._log(rec)
                     bar.set_postfix(self._postfix(ups), refresh=False)
-                    upd_time, upd_count, losses = 0.0, 0, {}
+                    upd_time, upd_count, self._loss_acc = 0.0, 0, {}
 
                 if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
                     self._evaluate()
@@ -536,7 +486,7 @@ class Trainer:
 
     def _postfix(self, ups: float | None) -> dict:
         p = {}
-        if getattr(self, "_ep_info", None):
+        if self._ep_info:
             p["ret"] = f"{self._ep_info[0]:.1f}"
         if self.last_eval:
             p["eval_ret"] = f"{self.last_eval['return']:.1f}"
@@ -599,7 +549,7 @@ class Trainer:
         tmp = root / (name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_tree(self.agent.state_dict(), tmp, "agent")
+        save_state(tmp / "agent.safetensors", self.agent.state_dict())
         from safetensors.torch import save_file
 
         save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
@@ -611,9 +561,9 @@ class Trainer:
         env_rng = self.env.unwrapped.np_random.bit_generator.state
         state = {
             "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
-            "wall_s": self.wall_before, "demo_count": self.demo_count, "final": final,
+            "wall_s": self.wall_before, "update_time_s": self.update_time, "demo_count": self.demo_count, "final": final,
             "replay_capacity": self.replay_capacity, "prior_capacity": self.prior_capacity,
-            "last_eval": self.last_eval,
+            "last_eval": self.last_eval, "loss_acc": self._loss_acc,
             "rng": {"loop": _json_rng(self.rng.bit_generator.state), "env": _json_rng(env_rng),
                     "numpy_global": _json_rng(np.random.get_state(legacy=False)),
                     "python": _py_random_state()},
@@ -645,14 +595,16 @@ class Trainer:
         if cfg.steps < state["env_steps"]:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
         self = cls(cfg, _resumed_state=state)
-        self.agent.load_state_dict(load_tree(ckpt, "agent"))
+        self.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
         self.replay.load(ckpt / "replay")
         if self.prior is not None:
             self.prior.load(ckpt / "prior")
         self.env_steps = int(state["env_steps"])
         self.episodes = int(state["episodes"])
         self.wall_before = float(state["wall_s"])
+        self.update_time = float(state["update_time_s"])
         self.last_eval = state["last_eval"]
+        self._loss_acc = state["loss_acc"]
         if self.updates != int(state["updates"]):
             raise DatasetError(f"checkpoint {ckpt}: agent has {self.updates} updates, "
                                f"trainer.json says {state['updates']}; the checkpoint is inconsistent")
@@ -676,6 +628,7 @@ class Trainer:
             "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
             "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
             "wall_s": round(self.wall_before, 3),
+            "updates_per_s": self.updates / self.update_time if self.update_time > 0 else None,
             "eval_return": self.last_eval["return"], "eval_success_rate": self.last_eval["success_rate"],
             "eval_episodes": self.last_eval["episodes"],
             "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,

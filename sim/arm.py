@@ -44,6 +44,24 @@ def load_arm_model(path: str | None = None) -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_path(path)
 
 
+def _check_layout(m: mujoco.MjModel, path: str) -> None:
+    """The fast paths index qpos/qvel/act by position: check the MJCF keeps that layout."""
+    try:
+        qadr = [int(m.jnt_qposadr[m.joint(n).id]) for n in JOINT_NAMES]
+        vadr = [int(m.jnt_dofadr[m.joint(n).id]) for n in JOINT_NAMES]
+        acts = [m.actuator(n).id for n in JOINT_NAMES + ("gripper",)]
+        m.joint("finger_left"), m.joint("finger_right"), m.joint("cube"), m.body("target"), m.site("ee")
+    except KeyError as exc:
+        raise ConfigError(f"{path}: the arm model lacks {exc}; it needs joints {JOINT_NAMES}, "
+                          "finger_left/right, cube, actuators per joint + gripper, body target, site ee") from None
+    ok = (qadr == list(range(5)) and vadr == list(range(5)) and acts == list(range(6))
+          and [int(m.actuator_actadr[i]) for i in range(6)] == list(range(6))
+          and bool(np.all(m.actuator_ctrllimited[:6])))
+    if not ok:
+        raise ConfigError(f"{path}: the arm joints must come first (base to wrist), followed by six "
+                          "intvelocity actuators (5 joints + gripper) with ctrlrange = servo speed")
+
+
 def arm_spec(model: mujoco.MjModel) -> ArmSpec:
     """The `ArmSpec` of a compiled arm model (limits and servo speeds read from the MJCF)."""
     lower, upper, vmax = [], [], []
@@ -63,33 +81,26 @@ class ArmSim:
 
     def __init__(self, control_hz: float = 10.0, model_path: str | None = None,
                  timestep: float = DEFAULT_TIMESTEP):
-        self.model = load_arm_model(model_path)
-        if not (np.isfinite(timestep) and 0 < timestep <= 0.01):
+        if not (isinstance(timestep, (int, float)) and math.isfinite(timestep) and 0 < timestep <= 0.01):
             raise ConfigError(f"timestep={timestep!r}: choose a physics step in (0, 0.01] s")
-        period = 1.0 / float(control_hz)
+        try:
+            hz = float(control_hz)
+        except (TypeError, ValueError):
+            hz = float("nan")
+        if not (math.isfinite(hz) and hz > 0):
+            raise ConfigError(f"control_hz={control_hz!r}: must be a positive number")
+        self.model = m = load_arm_model(model_path)
+        _check_layout(m, model_path or ARM_XML)
+        self.control_dt = 1.0 / hz
         # An integer number of sub-steps per control period, with the step adjusted so that
         # simulated time advances by exactly one period.
-        self.n_substeps = max(1, int(math.ceil(period / timestep - 1e-9)))
-        self.model.opt.timestep = period / self.n_substeps
-        self.data = mujoco.MjData(self.model)
-        self.spec = arm_spec(self.model)
-        m = self.model
-        self._qadr = np.array([m.jnt_qposadr[m.joint(n).id] for n in JOINT_NAMES])
-        self._vadr = np.array([m.jnt_dofadr[m.joint(n).id] for n in JOINT_NAMES])
-        # Arm joints come first and are contiguous in the MJCF: slices are cheaper than gathers.
-        assert np.array_equal(self._qadr, np.arange(5)) and np.array_equal(self._vadr, np.arange(5))
-        self._finger_q = m.jnt_qposadr[m.joint("finger_left").id]
-        self._finger_r = m.jnt_qposadr[m.joint("finger_right").id]
-        self._finger_v = m.jnt_dofadr[m.joint("finger_left").id]
-        self._finger_rv = m.jnt_dofadr[m.joint("finger_right").id]
-        act_order = JOINT_NAMES + ("gripper",)
-        self._act_ids = np.array([m.actuator(n).id for n in act_order])
-        assert np.array_equal(self._act_ids, np.arange(6))
-        self._act_adr = np.array([m.actuator_actadr[i] for i in self._act_ids])
-        assert np.array_equal(self._act_adr, np.arange(6))
-        cube = m.joint("cube")
-        self._cube_q = int(m.jnt_qposadr[cube.id])
-        self._cube_v = int(m.jnt_dofadr[cube.id])
+        self.n_substeps = max(1, int(math.ceil(self.control_dt / timestep - 1e-9)))
+        m.opt.timestep = self.control_dt / self.n_substeps
+        self.data = mujoco.MjData(m)
+        self.spec = arm_spec(m)
+        self._finger_q = int(m.jnt_qposadr[m.joint("finger_left").id])
+        self._finger_r = int(m.jnt_qposadr[m.joint("finger_right").id])
+        self._cube_q = int(m.jnt_qposadr[m.joint("cube").id])
         self._target_mocap = int(m.body_mocapid[m.body("target").id])
         self._target = np.zeros(6)          # set-points: 5 joints (rad) + finger travel (m)
         self._lo_tol = self.spec.lower - LIMIT_TOLERANCE
@@ -97,11 +108,10 @@ class ArmSim:
         self._g_lo = self.spec.gripper_closed - LIMIT_TOLERANCE
         self._g_hi = self.spec.gripper_open + LIMIT_TOLERANCE
         self._state: ArmState | None = None
-        assert np.all(m.actuator_ctrllimited[:6]), "servo speed limits rely on ctrlrange"
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._scene_option = mujoco.MjvOption()
         self._closed = False
-        mujoco.mj_forward(self.model, self.data)
+        mujoco.mj_forward(m, self.data)
         self._target[:] = self.data.act[:6]
 
     # ----------------------------------------------------------------------- Arm protocol
@@ -143,18 +153,27 @@ class ArmSim:
                           + " (clip targets to ArmSpec limits before commanding)")
 
     def advance(self, dt: float) -> float:
-        """Integrate physics for `dt` seconds (rounded to whole sub-steps); overrun is 0 in sim."""
+        """Integrate physics for `dt` seconds; overrun is 0 in sim.
+
+        One control period (`dt == control_dt`) runs `self.n_substeps` physics steps, read at
+        call time so timing wrappers (rate jitter, latency) may change it; any other `dt` is
+        rounded to whole physics steps.
+        """
         if self._closed:
             return 0.0
-        n = int(round(dt / self.model.opt.timestep))
+        ts = self.model.opt.timestep
+        n = self.n_substeps if dt == self.control_dt else int(round(dt / ts))
         if n <= 0:
             return 0.0
         d = self.data
         # Set-point velocity that lands exactly on the target after n sub-steps; MuJoCo clamps
         # ctrl to ctrlrange = the servo speed, so a far target is approached at full speed over
         # several periods.
-        d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / (n * self.model.opt.timestep))
+        d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / (n * ts))
         mujoco.mj_step(self.model, d, nstep=n)
+        # Leave a ctrl that keeps heading for the target without passing it, for anyone who
+        # steps the physics outside `advance` (latency wrappers run the previous command on).
+        d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / self.control_dt)
         self._state = None
         return 0.0
 
@@ -174,10 +193,6 @@ class ArmSim:
         self._renderers.clear()
 
     # --------------------------------------------------------------------- sim-only helpers
-    @property
-    def period(self) -> float:
-        return self.n_substeps * self.model.opt.timestep
-
     def set_state(self, q: np.ndarray, gripper: float, cube_pos=None, cube_quat=None,
                   target_pos=None) -> None:
         """Teleport to a joint configuration at rest (sim reset); set-points follow."""
@@ -209,7 +224,11 @@ class ArmSim:
     def set_target_marker(self, pos, visible: bool = True) -> None:
         """Move the goal marker (visual only) and show/hide it in renders."""
         self.data.mocap_pos[self._target_mocap] = pos
-        self.model.geom_rgba[self.model.geom("target").id, 3] = 0.35 if visible else 0.0
+        self.model.geom_rgba[self.model.geom("target").id, 3] = 0.5 if visible else 0.0
+
+    def set_cube_visible(self, visible: bool) -> None:
+        """Show or hide the cube in renders (tasks without the cube park it out of the way)."""
+        self.model.geom_rgba[self.model.geom("cube").id, 3] = 1.0 if visible else 0.0
 
     def set_marker_radius(self, radius: float, height: float | None = None) -> None:
         """Sphere marker (reach) or flat disc marker (push region) for the goal."""

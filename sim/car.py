@@ -3,8 +3,9 @@
 `CarSim` loads `assets/car.xml` (the car) and adds the track from a `Track` with MjSpec
 (surface, walls, start line), so any track shape gets exact walls. It implements the `Car`
 protocol in physical units and the simulator-handle contract (`model`, `data`, `n_substeps`,
-`render(h, w)`). Wall contact is sampled every few physics steps inside `advance`, so a short
-bounce off a wall is not missed between two control steps.
+`render(h, w)`). Wall contact (a MuJoCo contact sensor between the car and the `walls` body) is
+sampled every few physics steps inside `advance`, so a short bounce off a wall is not missed
+between two control steps.
 """
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def build_model(track: Track, timestep: float = 0.002, friction: float = 0.9) ->
     x, y, yaw = track.point_at(0.0)
     world.add_geom(name="start_line", type=box, size=[0.03, half, 0.001], pos=[x, y, 0.001],
                    quat=_yaw_quat(yaw), contype=0, conaffinity=0, rgba=[1, 1, 1, 1])
-    # walls last, so their geom ids are one contiguous range [first, last]
+    walls = spec.body("walls")
     for i, (cx, cy, wyaw, hl) in enumerate(track.wall_boxes()):
-        world.add_geom(name=f"wall{i}", type=box, size=[hl, track.wall_thickness / 2, track.wall_height / 2],
+        walls.add_geom(name=f"wall{i}", type=box, size=[hl, track.wall_thickness / 2, track.wall_height / 2],
                        pos=[cx, cy, track.wall_height / 2], quat=_yaw_quat(wyaw),
                        contype=1, conaffinity=2, friction=[0.6, 0.005, 0.0001],
                        rgba=list(WALL_COLOURS[i % 2]))
@@ -60,24 +61,39 @@ def build_model(track: Track, timestep: float = 0.002, friction: float = 0.9) ->
     return spec.compile()
 
 
+def _number(name: str, value, lo: float, hi: float, unit: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not a number") from None
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise ConfigError(f"{name}={value!r}: choose a value in [{lo:g}, {hi:g}] {unit}")
+    return v
+
+
 def _yaw_quat(yaw: float) -> list[float]:
     return [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
 
 
 class CarSim:
     """MuJoCo RC car. `command` takes a steering angle (rad) and throttle in [-1, 1];
-    `advance(dt)` integrates physics; `read()` returns odometry and IMU."""
+    `advance(dt)` integrates physics; `read()` returns odometry and IMU.
+
+    One control period is `n_substeps = max(1, round(1 / (control_hz * timestep)))` physics
+    steps, so sim time per step is exact only when the period is a multiple of `timestep`.
+    """
 
     def __init__(self, track: Track | None = None, control_hz: float = 20.0, timestep: float = 0.002,
                  friction: float = 0.9, contact_check_every: int = 5):
-        if not (1e-4 <= float(timestep) <= 0.01):
-            raise ConfigError(f"timestep={timestep!r} s: choose a value in [0.0001, 0.01]")
-        if not (0.05 <= float(friction) <= 3.0):
-            raise ConfigError(f"friction={friction!r}: tyre friction coefficient must be in [0.05, 3]")
-        if int(contact_check_every) < 1:
-            raise ConfigError(f"contact_check_every={contact_check_every!r}: must be >= 1 physics step")
+        timestep = _number("timestep", timestep, 1e-4, 0.01, "s")
+        friction = _number("friction", friction, 0.05, 3.0, "(tyre friction coefficient)")
+        control_hz = _number("control_hz", control_hz, 0.1, 1000.0, "Hz")
+        if not isinstance(contact_check_every, int) or contact_check_every < 1:
+            raise ConfigError(f"contact_check_every={contact_check_every!r}: must be an int >= 1 "
+                              "(physics steps between wall-contact checks)")
+        if track is not None and not isinstance(track, Track):
+            raise ConfigError(f"track={track!r}: pass a robolearn.sim.track.Track (or None for the default)")
         self.track = track if track is not None else Track()
-        self.spec = CarSpec(wheelbase=WHEELBASE, max_steer=MAX_STEER, max_speed=MAX_SPEED, mass=0.0)
         self.model = build_model(self.track, float(timestep), float(friction))
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -87,13 +103,10 @@ class CarSim:
         self.control_dt = 1.0 / float(control_hz)
         self.n_substeps = max(1, int(round(self.control_dt / self.timestep)))
         self.contact_check_every = int(contact_check_every)
-        walls = [m.geom(f"wall{i}").id for i in range(len(self.track.wall_boxes()))]
-        self.wall_geoms = (min(walls), max(walls))
-        self.car_geoms = [m.geom(n).id for n in ("shell", "wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")]
         self._act = {n: m.actuator(n).id for n in ("steer_fl", "steer_fr", "motor_rl", "motor_rr")}
         self._sens = {n: int(m.sensor_adr[m.sensor(n).id]) for n in
                       ("accel", "gyro", "spin_rl_vel", "spin_rr_vel", "spin_rl_pos", "spin_rr_pos",
-                       "steer_fl_pos", "steer_fr_pos")}
+                       "steer_fl_pos", "steer_fr_pos", "wall_contact")}
         self._chassis = m.body("chassis").id
         self.half_width = HALF_WIDTH
         self.half_length = HALF_LENGTH
@@ -143,18 +156,18 @@ class CarSim:
         ctrl[a["motor_rr"]] = throttle
 
     def advance(self, dt: float) -> float:
+        """Integrate `dt` seconds. For the control period it runs exactly `n_substeps` physics
+        steps, so wrappers (control-rate jitter) may change `n_substeps` between calls."""
         n = self.n_substeps if dt == self.control_dt else max(1, int(round(dt / self.timestep)))
         m, d, k = self.model, self.data, self.contact_check_every
-        lo, hi = self.wall_geoms
+        sd, adr = d.sensordata, self._sens["wall_contact"]
         hit = False
         done = 0
         while done < n:
             j = min(k, n - done)
             mujoco.mj_step(m, d, j)
             done += j
-            if not hit and d.ncon:
-                g = d.contact.geom
-                hit = bool(np.any((g >= lo) & (g <= hi)))
+            hit = hit or sd[adr] > 0.0
         self.wall_contact = hit
         return 0.0
 

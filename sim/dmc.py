@@ -125,7 +125,11 @@ class DmcEnv(gym.Env):
     def __init__(self, domain: str, task: str, obs: str = "state", action_repeat: int = 1,
                  image_size: tuple[int, int] = (84, 84), camera_id: int | None = None,
                  time_limit: float | None = None, render_mode: str | None = None,
-                 render_size: tuple[int, int] = (240, 320)):
+                 render_size: tuple[int, int] = (240, 320), **unknown: Any):
+        if unknown:
+            raise ConfigError(f"unknown option(s) {', '.join(sorted(unknown))} for dm_control envs; "
+                              "valid: obs, action_repeat, image_size, camera_id, time_limit, "
+                              "render_mode, render_size")
         if (domain, task) not in DMC_TASKS:
             near = [f"{d}-{t}" for d, t in DMC_TASKS if d == domain] or sorted({d for d, _ in DMC_TASKS})
             raise ConfigError(f"dm_control has no task {domain}-{task}; choose one of: {', '.join(near)}")
@@ -174,8 +178,11 @@ class DmcEnv(gym.Env):
         spec = self._dm.action_spec()
         low, high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
         unbounded = (np.abs(low) >= UNBOUNDED) | (np.abs(high) >= UNBOUNDED)
-        self._act_low = np.where(unbounded, -1.0, np.broadcast_to(low, spec.shape))
-        self._act_high = np.where(unbounded, 1.0, np.broadcast_to(high, spec.shape))
+        act_low = np.where(unbounded, -1.0, np.broadcast_to(low, spec.shape))
+        act_high = np.where(unbounded, 1.0, np.broadcast_to(high, spec.shape))
+        # command = offset + scale * a maps [-1, 1] onto [low, high]
+        self._act_scale = 0.5 * (act_high - act_low)
+        self._act_offset = 0.5 * (act_high + act_low)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=spec.shape, dtype=np.float32)
 
         spaces: dict[str, gym.Space] = {}
@@ -189,6 +196,7 @@ class DmcEnv(gym.Env):
         hz = 1.0 / self.control_timestep
         self.metadata = {**DmcEnv.metadata, "control_hz": hz, "render_fps": int(round(hz))}
         self._spec = None
+        self._chunks: tuple[int, list[int]] = (-1, [])
         self._steps = 0
         self._needs_reset = True
         self._seeded = False
@@ -225,9 +233,12 @@ class DmcEnv(gym.Env):
         if self._needs_reset:
             raise gym.error.ResetNeeded("call reset() before step() (also after an episode ends)")
         a = validate_action(action, self.action_space)
-        command = self._act_low + (a + 1.0) * 0.5 * (self._act_high - self._act_low)
+        command = self._act_offset + self._act_scale * a
         reward, last_reward, discount = 0.0, 0.0, None
-        for n in _split(int(self.sim.n_substeps), self.action_repeat):
+        n_sub = int(self.sim.n_substeps)
+        if self._chunks[0] != n_sub:
+            self._chunks = (n_sub, _split(n_sub, self.action_repeat))
+        for n in self._chunks[1]:
             self._task.before_step(command, self._physics)
             if n > 0:
                 self._physics.step(n)

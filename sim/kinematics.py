@@ -16,6 +16,7 @@ import math
 import mujoco
 import numpy as np
 
+from robolearn.errors import ConfigError
 from robolearn.sim.arm import JOINT_NAMES, load_arm_model
 
 #: joints the IK moves (indices into JOINT_NAMES); wrist_roll (4) is held
@@ -27,7 +28,7 @@ class ArmKinematics:
     """FK/IK for the 5 arm joints. `q` is always the 5-vector in `JOINT_NAMES` order (rad)."""
 
     def __init__(self, model: mujoco.MjModel | None = None, site: str = "ee",
-                 orientation_weight: float = 1.0, damping: float = 0.02):
+                 orientation_weight: float = 0.5, damping: float = 0.02):
         self.model = model if model is not None else load_arm_model()
         self.data = mujoco.MjData(self.model)
         self.site_id = self.model.site(site).id
@@ -39,14 +40,15 @@ class ArmKinematics:
         # IK buffers: one (6, nv) Jacobian whose row blocks MuJoCo fills in place.
         self._jac = np.zeros((6, m.nv))
         self._jac_p, self._jac_r = self._jac[:3], self._jac[3:]
-        self._e = np.zeros(6)
+        self._e = np.zeros(5)
         self._dq = np.zeros(4)
         self._jtj = np.zeros((4, 4))
         self._rhs = np.zeros(4)
         self.w_rot = float(orientation_weight)
         self._damp_eye = float(damping) ** 2 * np.eye(len(IK_JOINTS))
-        # the IK writes qpos[:5] and the Jacobian's first 4 columns directly
-        assert np.array_equal(self._qadr, np.arange(5)) and np.array_equal(self._vadr, np.arange(5))
+        # the IK writes qpos[:5] and reads the Jacobian's first 4 columns directly
+        if list(self._qadr) != list(range(5)) or list(self._vadr) != list(range(5)):
+            raise ConfigError(f"arm model: joints {JOINT_NAMES} must be the first five (base to wrist)")
 
     # ------------------------------------------------------------------------------ FK
     def _set(self, q) -> None:
@@ -96,8 +98,11 @@ class ArmKinematics:
                 break
             mujoco.mj_comPos(m, d)
             mujoco.mj_jacSite(m, d, jacp, jacr, sid)
-            e[0], e[1], e[2], e[3], e[4], e[5] = ex, ey, ez, -w * ay, w * ax, 0.0
-            j = jac[:, :4]
+            e[0], e[1], e[2], e[3], e[4] = ex, ey, ez, -w * ay, w * ax
+            # Rows: position (3) and the x, y components of the angular velocity. The z
+            # component only spins the gripper about its (vertical) approach axis, which the
+            # pointing-down constraint does not care about: keeping it would penalise the pan.
+            j = jac[:5, :4]
             if w != 1.0:
                 j[3:] *= w
             np.matmul(j.T, j, out=jtj)

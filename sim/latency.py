@@ -48,7 +48,8 @@ def wrapper_rng(seed: int | None, salt: int) -> np.random.Generator:
 
 def step_with_substeps(env: gym.Env, sim, n: int, action):
     """`env.step(action)` with `sim.n_substeps = n` for this one step (restored afterwards);
-    raises ConfigError if the env did not advance exactly `n` physics steps."""
+    raises ConfigError if the env did not advance exactly `n` physics steps (a terminal step
+    may stop early, e.g. inside an action repeat, and is not checked)."""
     nominal = sim.n_substeps
     t0 = float(sim.data.time)
     sim.n_substeps = int(n)
@@ -56,7 +57,8 @@ def step_with_substeps(env: gym.Env, sim, n: int, action):
         out = env.step(action)
     finally:
         sim.n_substeps = nominal
-    check_advanced(sim, t0, n)
+    if not out[2]:
+        check_advanced(sim, t0, n)
     return out
 
 
@@ -125,7 +127,8 @@ class ActionLatency(gym.Wrapper):
                 mujoco.mj_step(sim.model, sim.data, nstep=m)   # previous command still in ctrl
                 mujoco.mj_forward(sim.model, sim.data)         # resync derived quantities
             obs, reward, terminated, truncated, info = step_with_substeps(self.env, sim, n - m, applied)
-            check_advanced(sim, t0, n)
+            if not terminated:
+                check_advanced(sim, t0, n)
         else:
             obs, reward, terminated, truncated, info = self.env.step(applied)
         info["applied_action"] = np.asarray(applied, dtype=np.float64).copy()

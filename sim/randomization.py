@@ -232,6 +232,7 @@ class DomainRandomization(gym.Wrapper):
                         "actuator_biasprm", "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse")
         self.nominal = {name: getattr(m, name).copy() for name in self._fields}
         self.nominal["headlight_diffuse"] = m.vis.headlight.diffuse.copy()
+        self._scratch = mujoco.MjData(m)
         self._seed = seed
         self._rng: np.random.Generator | None = None
         self.values: dict[str, np.ndarray] = {}
@@ -318,13 +319,9 @@ class DomainRandomization(gym.Wrapper):
         """`mj_setConst` recomputes derived constants (subtree masses, inverse weights, camera
         offsets) from the new values; the simulation state is kept as it was."""
         m, d = self.sim.model, self.sim.data
-        saved = {k: getattr(d, k).copy() for k in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart",
-                                                   "mocap_pos", "mocap_quat")}
-        time = d.time
+        mujoco.mj_copyData(self._scratch, m, d)   # mj_setConst uses `d` as a work area
         mujoco.mj_setConst(m, d)
-        for k, val in saved.items():
-            getattr(d, k)[...] = val
-        d.time = time
+        mujoco.mj_copyData(d, m, self._scratch)
         mujoco.mj_forward(m, d)
 
 
@@ -383,3 +380,16 @@ def apply_reality_gap(env: gym.Env, config, seed: int | None = None) -> gym.Env:
     if cfg.observation_noise.state_std > 0:
         env = ObservationNoise(env, cfg.observation_noise.state_std, seed=seed)
     return env
+
+
+def make_with_reality_gap(env_id: str, reality_gap=None, seed: int | None = None, **env_kwargs) -> gym.Env:
+    """`gymnasium.make(env_id, **env_kwargs)` wrapped by `apply_reality_gap` when `reality_gap`
+    (a RealityGapConfig, the `[reality_gap]` dict or a TOML path) is given."""
+    env = gym.make(env_id, **env_kwargs)
+    if reality_gap is None:
+        return env
+    try:
+        return apply_reality_gap(env, reality_gap, seed=seed)
+    except BaseException:
+        env.close()
+        raise

@@ -8,6 +8,7 @@ lateral offset and heading error are measured against. The car drives counter-cl
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -39,8 +40,8 @@ def rounded_rectangle(long: float = 4.0, short: float = 1.5, radius: float = 1.0
 
 
 def wrap_angle(a):
-    """Angle(s) wrapped into [-pi, pi)."""
-    return (np.asarray(a) + math.pi) % TWO_PI - math.pi
+    """Angle (float or array) wrapped into [-pi, pi)."""
+    return (a + math.pi) % TWO_PI - math.pi
 
 
 class Track:
@@ -74,87 +75,124 @@ class Track:
 
     # ------------------------------------------------------------------------ geometry
     def _build_centre_line(self, spacing: float) -> None:
-        pts, heads, curv = [], [], []
+        """Exact piece geometry (start pose, arc centre, start arclength) plus a dense
+        polyline of the centre line for plotting and vectorised use."""
         x = y = th = 0.0
-        self._piece_starts = []          # (x, y, heading) at the start of each piece
+        s0 = 0.0
+        self._geo = []        # per piece: (s0, arclength, x0, y0, th0, sgn, R, cx, cy)
+        self._piece_starts = []
         for p in self.pieces:
             self._piece_starts.append((x, y, th))
-            n = max(1, int(math.ceil(p.arclength / spacing)))
-            u = np.arange(n) / n         # the end point belongs to the next piece
             if p.radius == 0.0:
-                d = u * p.length
-                pts.append(np.stack([x + d * math.cos(th), y + d * math.sin(th)], 1))
-                heads.append(np.full(n, th))
-                curv.append(np.zeros(n))
+                self._geo.append((s0, p.length, x, y, th, 0.0, 0.0, 0.0, 0.0))
                 x, y = x + p.length * math.cos(th), y + p.length * math.sin(th)
             else:
                 sgn = 1.0 if p.angle > 0 else -1.0
                 cx, cy = x - sgn * p.radius * math.sin(th), y + sgn * p.radius * math.cos(th)
-                a = th + u * p.angle
-                pts.append(np.stack([cx + sgn * p.radius * np.sin(a), cy - sgn * p.radius * np.cos(a)], 1))
-                heads.append(a)
-                curv.append(np.full(n, sgn / p.radius))
+                self._geo.append((s0, p.arclength, x, y, th, sgn, p.radius, cx, cy))
                 th = th + p.angle
                 x, y = cx + sgn * p.radius * math.sin(th), cy - sgn * p.radius * math.cos(th)
+            s0 += p.arclength
         if math.hypot(x, y) > 1e-6 or abs(wrap_angle(th)) > 1e-6:
             raise ConfigError(f"track pieces do not close: they end at ({x:.3f}, {y:.3f}) heading "
                               f"{th:.3f} rad instead of (0, 0) heading 0 (mod 2 pi)")
-        self.points = np.concatenate(pts)                     # (N, 2) centre line
-        self.heading = wrap_angle(np.concatenate(heads))      # (N,) tangent direction
-        self.curvature = np.concatenate(curv)                 # (N,) 1/m, + = left turn
-        seg = np.roll(self.points, -1, axis=0) - self.points
-        self._seg = seg
-        self._seg_len = np.hypot(seg[:, 0], seg[:, 1])
-        self._seg_len2 = self._seg_len ** 2
-        self.s = np.concatenate([[0.0], np.cumsum(self._seg_len)[:-1]])
-        self.length = float(np.sum(self._seg_len))
-        self.n_points = len(self.points)
+        self.length = s0
+        self._s0 = [g[0] for g in self._geo]
+        self.n_points = max(8, int(math.ceil(self.length / spacing)))
+        self.s = np.arange(self.n_points) * (self.length / self.n_points)
+        pose = np.array([self.point_at(v) for v in self.s])
+        self.points = pose[:, :2]                                  # (N, 2) centre line
+        self.heading = pose[:, 2]                                  # (N,) tangent direction
+        self.curvature = np.array([self.curvature_at(v) for v in self.s])   # 1/m, + = left
+
+    def _piece_at(self, s: float) -> int:
+        return bisect.bisect_right(self._s0, s) - 1
 
     def point_at(self, s: float) -> tuple[float, float, float]:
         """(x, y, heading) of the centre line at arclength `s` (any real, wraps)."""
         s = s % self.length
-        i = int(np.searchsorted(self.s, s, side="right")) - 1
-        f = (s - self.s[i]) / self._seg_len[i]
-        x, y = self.points[i] + f * self._seg[i]
-        return float(x), float(y), float(self.heading[i])
+        s0, _, x, y, th, sgn, r, cx, cy = self._geo[self._piece_at(s)]
+        u = s - s0
+        if sgn == 0.0:
+            return x + u * math.cos(th), y + u * math.sin(th), float(wrap_angle(th))
+        a = th + sgn * u / r
+        return cx + sgn * r * math.sin(a), cy - sgn * r * math.cos(a), float(wrap_angle(a))
 
     def curvature_at(self, s: float) -> float:
-        s = s % self.length
-        return float(self.curvature[int(np.searchsorted(self.s, s, side="right")) - 1])
+        """Signed curvature (1/m, + = left turn) at arclength `s`."""
+        g = self._geo[self._piece_at(s % self.length)]
+        return g[5] / g[6] if g[5] else 0.0
 
-    def max_curvature(self, s0: float, s1: float, n: int = 8) -> float:
-        """Largest |curvature| sampled on [s0, s1] (for speed planning)."""
-        ss = np.linspace(s0, s1, n) % self.length
-        idx = np.searchsorted(self.s, ss, side="right") - 1
-        return float(np.max(np.abs(self.curvature[idx])))
+    def max_curvature(self, s0: float, s1: float) -> float:
+        """Largest |curvature| of the pieces overlapping [s0, s1] (for speed planning)."""
+        best = 0.0
+        i = self._piece_at(s0 % self.length)
+        covered = self._geo[i][0] + self._geo[i][1] - s0 % self.length
+        span = s1 - s0
+        for _ in range(len(self._geo)):
+            g = self._geo[i]
+            if g[5]:
+                best = max(best, 1.0 / g[6])
+            if covered >= span:
+                break
+            i = (i + 1) % len(self._geo)
+            covered += self._geo[i][1]
+        return best
 
     # ---------------------------------------------------------------------- projection
-    def project(self, x: float, y: float, hint: int | None = None, window: int = 40):
-        """Nearest centre-line point to (x, y): returns (s, lateral, index).
-
-        `lateral` is the signed distance (m, + = left of the driving direction). With `hint`
-        (the index returned last time) only +-`window` segments are searched, which keeps the
-        per-step cost independent of the track length; without it the whole line is searched.
-        """
-        if hint is None:
-            idx = np.arange(self.n_points)
+    def _project_piece(self, i: int, x: float, y: float):
+        """(s, lateral, heading, outside) of (x, y) against piece i; `outside` is how far
+        (m along the line, signed: < 0 before its start, > 0 past its end) the foot point
+        falls outside the piece, 0 when inside."""
+        s0, ln, x0, y0, th, sgn, r, cx, cy = self._geo[i]
+        if sgn == 0.0:
+            c, sn = math.cos(th), math.sin(th)
+            dx, dy = x - x0, y - y0
+            t = dx * c + dy * sn
+            lat = dy * c - dx * sn
+            head = th
         else:
-            idx = np.arange(hint - window, hint + window + 1) % self.n_points
-        p = self.points[idx]
-        d = self._seg[idx]
-        rx, ry = x - p[:, 0], y - p[:, 1]
-        t = np.clip((rx * d[:, 0] + ry * d[:, 1]) / self._seg_len2[idx], 0.0, 1.0)
-        ex, ey = rx - t * d[:, 0], ry - t * d[:, 1]
-        k = int(np.argmin(ex * ex + ey * ey))
-        i = int(idx[k])
-        cross = d[k, 0] * ry[k] - d[k, 1] * rx[k]
-        lateral = math.copysign(math.hypot(ex[k], ey[k]), cross)
-        s = (self.s[i] + t[k] * self._seg_len[i]) % self.length
-        return float(s), float(lateral), i
+            a_len = ln / r                                   # |angle| of the arc
+            phi = math.atan2(y - cy, x - cx) - (th - sgn * math.pi / 2)
+            gap = (TWO_PI - a_len) / 2                       # split the unused angle evenly
+            u = (sgn * phi + gap) % TWO_PI - gap             # angle travelled along the arc
+            t = u * r
+            lat = sgn * (r - math.hypot(x - cx, y - cy))
+            head = th + sgn * u
+        out = t if t < 0.0 else (t - ln if t > ln else 0.0)
+        return s0 + min(max(t, 0.0), ln), lat, head, out
 
-    def heading_error(self, yaw: float, index: int) -> float:
-        """Car yaw minus the centre-line heading at `index`, wrapped to [-pi, pi)."""
-        return float(wrap_angle(yaw - self.heading[index]))
+    def project(self, x: float, y: float, hint: int | None = None):
+        """Nearest centre-line point to (x, y): returns (s, lateral, piece, heading).
+
+        `lateral` is the signed distance (m, + = left of the driving direction) and `heading`
+        the centre-line direction there. With `hint` (the piece returned last time) the search
+        walks from that piece to its neighbours, a few microseconds per step; without it
+        every piece is tried.
+        """
+        n = len(self._geo)
+        if hint is not None:
+            i = hint % n
+            prev_out = None
+            for _ in range(n):
+                s, lat, head, out = self._project_piece(i, x, y)
+                if out == 0.0 or (prev_out is not None and (out > 0) != (prev_out > 0)):
+                    if abs(lat) <= self.width + 0.5:   # plausible: stay local
+                        return s % self.length, lat, i, float(wrap_angle(head))
+                    break
+                prev_out = out
+                i = (i + (1 if out > 0 else -1)) % n
+        best = None
+        for i in range(n):
+            s, lat, head, out = self._project_piece(i, x, y)
+            d = math.hypot(out, lat)
+            if best is None or d < best[0]:
+                best = (d, s % self.length, lat, i, float(wrap_angle(head)))
+        return best[1:]
+
+    def heading_error(self, yaw: float, heading: float) -> float:
+        """Car yaw minus the centre-line heading, wrapped to [-pi, pi)."""
+        return float(wrap_angle(yaw - heading))
 
     # --------------------------------------------------------------------------- walls
     def wall_boxes(self, max_chord: float = 0.3):

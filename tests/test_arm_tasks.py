@@ -274,3 +274,47 @@ def test_push_and_lift_state_has_cube():
     np.testing.assert_allclose(obs["state"][14:17], pos, atol=1e-6)
     assert pos[2] == pytest.approx(0.015, abs=1e-3)
     env.close()
+
+
+def test_goal_marker_and_cube_visible_in_front_camera():
+    def red(img):  # the cube (the orange links have much more green)
+        r, g, b = (img[..., c].astype(int) for c in range(3))
+        return int(np.sum((r > 120) & (g < 70) & (b < 70)))
+
+    def green(img):  # the goal marker
+        r, g, b = (img[..., c].astype(int) for c in range(3))
+        return int(np.sum((g > r + 60) & (g > b + 60)))
+
+    def first_frame(env_id):
+        env = gym.make(env_id, obs="pixels", camera="front", image_size=(96, 128))
+        try:
+            return env.reset(seed=0)[0]["front"]
+        finally:
+            env.close()
+
+    reach = first_frame("robolearn/ArmReach-v0")
+    assert green(reach) > 5 and red(reach) == 0  # green target, cube hidden
+    lift = first_frame("robolearn/ArmLift-v0")
+    assert red(lift) > 5 and green(lift) == 0  # red cube, no goal marker
+
+
+def test_backend_implements_protocols():
+    from robolearn.robot import Arm, Camera
+
+    env = make_arm_env("reach", image_size=(16, 24))
+    be = env.unwrapped.backend
+    assert isinstance(be.robot, Arm) and be.kind == "sim" and be.privileged is be.robot
+    assert set(be.cameras) == {"wrist", "front"}
+    for cam in be.cameras.values():
+        assert isinstance(cam, Camera)
+        frame = cam.read()
+        assert frame.image.shape == cam.shape == (16, 24, 3) and frame.image.dtype == np.uint8
+    st = be.robot.read()
+    assert st.q.shape == (5,) and st.dq.shape == (5,) and st.stamp == 0.0
+    with pytest.raises(ValueError):
+        st.q[0] = 1.0  # the (cached) measurement is read-only
+    env.reset(seed=0)
+    env.step(np.zeros(4, dtype=np.float32))
+    assert be.robot.read().stamp == pytest.approx(0.1)
+    env.close()
+    assert not be.robot._renderers  # GL contexts released on close

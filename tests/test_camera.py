@@ -40,7 +40,7 @@ def test_frames_are_rgb_resized_and_timestamped(video):
         time.sleep(0.1)
         f2 = cam.read()
         assert f2.stamp > f1.stamp                      # the latest frame, not a buffered one
-        assert time.monotonic() - f2.stamp < 0.1
+        assert time.monotonic() - f2.stamp < 0.25
     finally:
         cam.close()
 

@@ -277,21 +277,45 @@ def test_wheel_spin_on_low_friction():
 
 
 # ------------------------------------------------------------------------------- track
-def test_track_projection_round_trip():
-    tr = Track()
-    assert abs(tr.length - (8.0 + 3.0 + 2 * math.pi)) < 1e-3
+CLOCKWISE = tuple(Piece(p.length, p.radius, -p.angle) for p in rounded_rectangle())
+
+
+@pytest.mark.parametrize("pieces", [None, CLOCKWISE], ids=["ccw", "cw"])
+def test_track_projection_round_trip(pieces):
+    tr = Track(pieces)
+    assert abs(tr.length - (8.0 + 3.0 + 2 * math.pi)) < 1e-9
     rng = np.random.default_rng(0)
-    for s in rng.uniform(0, tr.length, 50):
-        lat = rng.uniform(-0.4, 0.4)
+    for s in rng.uniform(0, tr.length, 200):
+        lat = rng.uniform(-0.5, 0.5)
         x, y, th = tr.point_at(s)
         px, py = x - lat * math.sin(th), y + lat * math.cos(th)
-        s2, lat2, idx = tr.project(px, py)
+        s2, lat2, piece, head = tr.project(px, py)
         ds = (s2 - s + tr.length / 2) % tr.length - tr.length / 2
-        assert abs(ds) < 0.02 and abs(lat2 - lat) < 0.01   # 2 cm polyline spacing
-        assert abs(tr.heading_error(th + 0.2, idx)) - 0.2 < 0.05
-        s3, _, _ = tr.project(px, py, hint=idx + 5)
-        assert abs((s3 - s2 + tr.length / 2) % tr.length - tr.length / 2) < 1e-9
+        assert abs(ds) < 1e-9 and abs(lat2 - lat) < 1e-9
+        assert abs(tr.heading_error(th + 0.2, head) - 0.2) < 1e-9
+        # local search from a neighbouring piece's hint finds the same point
+        for hint in (piece - 1, piece, piece + 1):
+            s3, lat3, _, _ = tr.project(px, py, hint=hint)
+            assert abs((s3 - s2 + tr.length / 2) % tr.length - tr.length / 2) < 1e-9
+            assert abs(lat3 - lat2) < 1e-9
+    # the dense polyline agrees with the exact geometry
+    i = 123
+    assert tr.project(*tr.points[i])[0] == pytest.approx(tr.s[i], abs=1e-9)
     assert list(tr.checkpoints_s[:2]) == [0.0, tr.length / tr.n_checkpoints]
+    assert tr.max_curvature(0.0, 1.0) == 0.0 and tr.max_curvature(0.0, 2.5) == 1.0
+    assert tr.curvature_at(2.5) == (1.0 if pieces is None else -1.0)
+
+
+def test_clockwise_track_lap():
+    env = _make(track=Track(CLOCKWISE))
+    try:
+        obs, _ = env.reset(seed=0)
+        driver = env.unwrapped.scripted_controller()
+        for _ in range(260):
+            obs, _, _, _, info = env.step(driver.act(obs))
+        assert info["laps"] == 1 and info["collisions"] == 0
+    finally:
+        env.close()
 
 
 def test_track_must_close_and_be_wide_enough():

@@ -43,7 +43,7 @@ def test_three_clean_laps_in_at_least_9_of_10_seeds():
             assert r["success"] and len(r["lap_times"]) == 3
             # lap times: the track is 17.3 m long; a sane lap is 3-15 s and laps are consistent
             assert all(3.0 < t < 15.0 for t in r["lap_times"])
-            assert max(r["lap_times"]) - min(r["lap_times"]) < 0.1
+            assert max(r["lap_times"]) - min(r["lap_times"]) < 0.05 * min(r["lap_times"])
             # 3 laps fit comfortably in the registered time limit
             assert r["steps"] < 0.6 * gym.spec(ENV_ID).max_episode_steps
 
@@ -55,17 +55,18 @@ def test_lap_time_matches_distance_over_speed():
     try:
         obs, info = env.reset(seed=5)
         ctl = make_scripted(env)
-        crossings, prev_cp = [], info["checkpoint"]
+        crossings, seen = [], [info["checkpoint"]]
         while len(crossings) < 2:
             obs, _, _, _, info = env.step(ctl.act(obs))
-            if info["checkpoint"] == 0 and prev_cp != 0:
-                crossings.append(env.unwrapped.sim.data.time)
-            prev_cp = info["checkpoint"]
+            if info["checkpoint"] != seen[-1]:
+                seen.append(info["checkpoint"])
+                if info["checkpoint"] == 0:
+                    crossings.append(env.unwrapped.sim.data.time)
         dt = 1.0 / env.unwrapped.metadata["control_hz"]
         assert info["laps"] == 1
         assert abs(info["lap_time"] - (crossings[1] - crossings[0])) <= dt
-        # checkpoints were passed in order 0..7 then 0
-        assert env.unwrapped.task.track.n_checkpoints == 8
+        # checkpoints were passed in order, none skipped: start line, 1..7, start line
+        assert seen == [-1, 0, 1, 2, 3, 4, 5, 6, 7, 0]
     finally:
         env.close()
 

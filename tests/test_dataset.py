@@ -1,7 +1,6 @@
 """Dataset format: record ArmReach with the scripted device, reload, replay open-loop in sim."""
 import json
 import os
-import zipfile
 
 import gymnasium as gym
 import numpy as np
@@ -266,3 +265,13 @@ def test_exception_mid_episode_leaves_no_partial_and_stale_tmp_is_cleaned(tmp_pa
                       observation_space=other.observation_space, action_space=other.action_space)
     other.close()
     env.close()
+
+
+def test_space_json_round_trip():
+    from robolearn.data.dataset import space_from_json, space_to_json
+
+    space = gym.spaces.Dict({
+        "state": gym.spaces.Box(np.array([-1.0, -np.inf, 0.0], np.float32), np.array([1.0, np.inf, 2.5], np.float32)),
+        "cam": gym.spaces.Box(0, 255, (6, 8, 3), np.uint8)})
+    back = space_from_json(json.loads(json.dumps(space_to_json(space))))
+    assert back == space

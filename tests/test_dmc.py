@@ -39,6 +39,17 @@ def test_static_list_matches_the_suite():
     assert len(set(DMC_TASKS)) == len(DMC_TASKS)
 
 
+def test_registration_does_not_import_dm_control():
+    """`import robolearn` must stay fast: the suite (0.7 s) loads only when an env is made."""
+    import subprocess
+    import sys
+
+    code = "import sys, robolearn; robolearn.registered_ids(); print('dm_control' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 def test_every_suite_task_is_listed_by_robolearn_envs():
     from robolearn.cli import main
 
@@ -184,6 +195,7 @@ def test_bad_actions_raise():
     (dict(domain="cheetah", task="run", camera_id=9), "camera_id"),
     (dict(domain="cheetah", task="run", render_mode="human"), "render_mode"),
     (dict(domain="cheetah", task="run", time_limit=-1), "time_limit"),
+    (dict(domain="cheetah", task="run", action_repeats=2), "unknown option"),
 ])
 def test_bad_kwargs_raise_config_error(kwargs, match):
     with pytest.raises(ConfigError, match=match):

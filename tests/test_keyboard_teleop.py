@@ -173,3 +173,17 @@ def test_record_with_keyboard_in_a_pty(tmp_path):
     assert np.isclose(a[:, 0], 0.5).sum() >= 3 and np.all(a[:, 1:3] == 0) and np.all(a[:, 3] == 1)
     x = ep.data["obs.state"][:, 11]                             # ee x moved forward
     assert x[-1] > x[0] + 0.02
+
+
+def test_car_layout(term):
+    from robolearn.teleop import make_device
+    from robolearn.teleop.session import open_env
+
+    master, slave = term
+    env = open_env("robolearn/CarLap-v0", "state")
+    kb = make_device("keyboard", env, fd=slave)
+    os.write(master, b"aw")                                   # steer left, throttle forward
+    time.sleep(0.05)
+    np.testing.assert_allclose(kb.read().action, [0.5, 0.5])
+    kb.close()
+    env.close()

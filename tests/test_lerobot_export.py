@@ -118,6 +118,11 @@ def test_info_and_view_commands(dataset, tmp_path):
 
     img = iio.imread(png)
     assert img.ndim == 3 and img.shape[0] > 200 and img.std() > 10
+    mp4 = tmp_path / "ep.mp4"
+    r = subprocess.run([sys.executable, "-m", "robolearn.cli", "dataset", "view", str(dataset), "--episode", "0",
+                        "--video", "--out", str(mp4)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert read_video(mp4).shape[0] == Dataset(dataset).episode(0).steps + 1
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "dataset", "info", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no such dataset directory" in r.stderr

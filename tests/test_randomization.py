@@ -10,7 +10,7 @@ import robolearn  # noqa: F401  (registers the IDs)
 from robolearn.errors import ConfigError, InvalidActionError
 from robolearn.sim.latency import ActionLatency, ControlRateJitter
 from robolearn.sim.randomization import (DomainRandomization, DomainRandomizationConfig, ObservationNoise,
-                                         RealityGapConfig, apply_reality_gap)
+                                         RealityGapConfig, apply_reality_gap, make_with_reality_gap)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*observation space (minimum|maximum) value is")
 LAUNCH = os.path.join(os.path.dirname(__file__), "..", "launch", "reality_gap_arm.toml")
@@ -58,6 +58,7 @@ def test_parameters_differ_across_episodes_and_replay_from_the_seed():
     m = env.unwrapped.sim.model
     np.testing.assert_allclose(m.body_mass, env.nominal["body_mass"] * v3["mass_scale"])
     np.testing.assert_allclose(m.geom_friction[:, 0], env.nominal["geom_friction"][:, 0] * v3["friction_scale"])
+    assert m.body_subtreemass[0] == pytest.approx(m.body_mass.sum())  # derived constants follow
     _, _, _, _, info = env.step(np.zeros(6))
     np.testing.assert_array_equal(info["randomization"]["mass_scale"], v3["mass_scale"])
 
@@ -83,9 +84,14 @@ def test_nominal_values_are_restored_without_drift():
     for seed in range(5):
         env.reset(seed=seed)
         env.step(np.zeros(6))
-    m = env.unwrapped.sim.model
+    m, d = env.unwrapped.sim.model, env.unwrapped.sim.data
     assert not np.allclose(m.body_mass, fresh.body_mass)
+    state = (d.qpos.copy(), d.qvel.copy(), d.time)
     env.restore_nominal()
+    # the simulation state is untouched by restoring (mj_setConst works on a copy)
+    np.testing.assert_array_equal(d.qpos, state[0])
+    np.testing.assert_array_equal(d.qvel, state[1])
+    assert d.time == state[2]
     for name in MODEL_FIELDS:
         np.testing.assert_allclose(getattr(m, name), getattr(fresh, name), rtol=1e-12, atol=1e-12, err_msg=name)
     np.testing.assert_allclose(m.vis.headlight.diffuse, fresh.vis.headlight.diffuse)
@@ -266,6 +272,10 @@ def test_apply_reality_gap_from_a_toml_file():
     env.reset(seed=0)
     assert env.step(np.zeros(6))[4]["n_substeps"] in (5, 6)
     assert apply_reality_gap(make(), RealityGapConfig()).__class__.__name__ != "DomainRandomization"
+    env = make_with_reality_gap("robolearn/dmc-walker-walk-v0", LAUNCH, seed=0, action_repeat=2)
+    assert env.unwrapped.action_repeat == 2 and "mass_scale" in env.reset(seed=0)[1]["randomization"]
+    with pytest.raises(ConfigError, match="unknown key"):
+        make_with_reality_gap("robolearn/dmc-walker-walk-v0", {"latncy": {"steps": 1}})
 
 
 # --------------------------------------------------------------------- envs without the contract

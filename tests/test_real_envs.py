@@ -21,6 +21,14 @@ HZ = 20.0          # faster than the default 10 Hz so the real-time episodes sta
 register_all()
 
 
+def eventually(pred, timeout=0.5):
+    """Unacknowledged writes (sync/broadcast) land a moment later: poll, bounded."""
+    end = time.monotonic() + timeout
+    while not pred() and time.monotonic() < end:
+        time.sleep(0.002)
+    return pred()
+
+
 @pytest.fixture
 def arm_emu():
     emu = ArmEmulator(plant=ArmSimPlant(control_hz=200.0), mounting="scrambled", seed=11).start()
@@ -61,7 +69,7 @@ def test_arm_reach_full_episode_on_emulated_hardware(arm_emu, arm_cal):
         np.testing.assert_allclose(obs["state"][:5], arm_emu.positions_rad()[:5], atol=0.05)
     finally:
         env.close()
-    assert not any(arm_emu.torque_enabled().values())          # close() -> safe_stop -> torque off
+    assert eventually(lambda: not any(arm_emu.torque_enabled().values()))  # close() -> torque off
 
 
 def test_arm_unplug_mid_episode_keeps_recorded_steps(arm_emu, arm_cal):
@@ -195,3 +203,20 @@ def test_car_unplug_mid_episode(car_emu):
     while not car_emu.failsafe and time.monotonic() - unplugged_at < 1.0:
         time.sleep(0.005)
     assert car_emu.failsafe and car_emu.applied == (0.0, 0.0)  # firmware failsafe: neutral
+
+
+def test_arm_servo_going_silent_mid_episode_names_it_in_bounded_time(arm_emu, arm_cal):
+    from robolearn.drivers.servo_bus import ServoTimeoutError
+
+    env = make_arm(arm_emu, arm_cal)
+    try:
+        env.reset(seed=4)
+        env.step(np.zeros(4, np.float32))
+        arm_emu.faults.silent_ids.add(3)
+        t0 = time.monotonic()
+        with pytest.raises(ServoTimeoutError, match=r"servo ID\(s\) \[3\]") as ei:
+            env.step(np.zeros(4, np.float32))
+        assert ei.value.ids == [3]
+        assert time.monotonic() - t0 < 1 / HZ + 3 * 0.02 + 0.2
+    finally:
+        env.close()

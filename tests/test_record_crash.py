@@ -24,10 +24,10 @@ def _wait_for(pred, timeout, proc):
 def test_sigkill_mid_episode_keeps_earlier_episodes(tmp_path):
     out = tmp_path / "demos"
     env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
-    # 3 Hz pacing: a reach episode takes a few steps, so each episode lasts ~1 s (>= 0.3 s) and the kill
+    # 2 Hz pacing: a reach episode takes a few steps, so each episode lasts ~1 s (>= 0.5 s) and the kill
     # lands while episode 2 is being written (camera video streaming into .tmp-000002/).
     cmd = [sys.executable, "-m", "robolearn.cli", "record", "robolearn/ArmReach-v0", "--device", "scripted",
-           "--episodes", "20", "--out", str(out), "--obs", "both", "--rate", "3",
+           "--episodes", "20", "--out", str(out), "--obs", "both", "--rate", "2",
            "--env-kw", 'camera="front"', "--env-kw", "image_size=[48,48]"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -63,3 +63,25 @@ def test_sigkill_mid_episode_keeps_earlier_episodes(tmp_path):
     assert not tmp2.exists() and w.next_index() == 2
     w.close()
     assert isinstance(space, gym.spaces.Dict)
+
+
+def test_ctrl_c_mid_episode_discards_it_cleanly(tmp_path):
+    out = tmp_path / "demos"
+    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    cmd = [sys.executable, "-m", "robolearn.cli", "record", "robolearn/ArmReach-v0", "--device", "scripted",
+           "--episodes", "20", "--out", str(out), "--obs", "both", "--rate", "2",
+           "--env-kw", 'camera="front"', "--env-kw", "image_size=[48,48]"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        tmp1 = out / ".tmp-000001"
+        assert _wait_for(lambda: (out / "episode_000000").is_dir() and (tmp1 / "front.mp4").exists(), 120, proc)
+        os.kill(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=30)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    assert not tmp1.exists()                          # the partial episode was removed on the way out
+    assert Dataset(out).indices == [0]

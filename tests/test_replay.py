@@ -161,8 +161,12 @@ def test_load_errors(tmp_path):
     with pytest.raises(DatasetError, match="obs_spec"):
         ReplayBuffer(state_space(4), ACT, 10).load(tmp_path / "r")
     (tmp_path / "r" / "reward.npy").write_bytes(b"garbage")
+    target, same = ReplayBuffer(state_space(), ACT, 10), ReplayBuffer(state_space(), ACT, 10)
+    for b in (target, same):
+        add_episode(b, 7, 3)
     with pytest.raises(DatasetError, match="reward.npy"):
-        ReplayBuffer(state_space(), ACT, 10).load(tmp_path / "r")
+        target.load(tmp_path / "r")
+    assert target.state_equal(same)  # a failed load leaves the buffer as it was
 
 
 def test_sample_empty_raises():

@@ -125,7 +125,38 @@ def test_refused_command_never_reaches_the_servos(arm_and_emu):
 def test_estop_disables_torque_on_the_bus(arm_and_emu):
     arm, emu = arm_and_emu
     assert all(emu.torque_enabled().values())
-    arm.safety.estop("operator pressed stop")
+    t0 = time.monotonic()
+    arm.safety.estop("operator pressed stop")       # broadcast: one packet, no replies to wait for
+    while any(emu.torque_enabled().values()) and time.monotonic() - t0 < 0.5:
+        time.sleep(0.002)
     assert not any(emu.torque_enabled().values())
+    assert time.monotonic() - t0 < 0.1
     with pytest.raises(SafetyError, match="operator pressed stop"):
         arm.command(np.zeros(5), 0.5)
+
+
+def test_advance_waits_to_the_period_deadline_and_reports_overrun(arm_and_emu):
+    arm, _ = arm_and_emu
+    arm.advance(0.0)
+    t0 = time.monotonic()
+    overruns = [arm.advance(0.04) for _ in range(3)]
+    elapsed = time.monotonic() - t0
+    assert 0.11 <= elapsed < 0.25 and sum(overruns) < 0.05
+    time.sleep(0.07)                                   # the caller was 30 ms late this period
+    late = arm.advance(0.04)
+    assert 0.02 <= late <= 0.12                       # (upper bound: slack for a loaded CI box)
+    t1 = time.monotonic()
+    assert arm.advance(0.04) == 0.0 and 0.03 <= time.monotonic() - t1 < 0.1   # schedule restarts
+
+
+def test_servo_arm_writes_calibrated_limits_once(arm_and_emu):
+    from robolearn.drivers import feetech as ft
+
+    arm, emu = arm_and_emu
+    for c in arm.cals:                                   # the servos clamp goals to these
+        assert emu.register(c.id, ft.MIN_ANGLE_LIMIT) == c.min
+        assert emu.register(c.id, ft.MAX_ANGLE_LIMIT) == c.max
+    n = emu.packets_handled
+    again = ServoArm(arm.bus, SPEC, arm.calibration)     # reconnect: limits already right
+    assert emu.packets_handled - n <= 6 + 12 + 2 + 6     # pings + limit reads + hold + torque
+    assert again.torque_on

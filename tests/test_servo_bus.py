@@ -8,7 +8,6 @@ import pytest
 from robolearn.drivers import feetech as ft
 from robolearn.drivers.calibration import Calibration
 from robolearn.drivers.emulator_arm import ArmEmulator, make_plant
-from robolearn.drivers.ptylink import Faults
 from robolearn.drivers.servo_bus import ServoBus, ServoChecksumError, ServoTimeoutError
 from robolearn.errors import ConfigError, DeviceDisconnectedError, DeviceError
 
@@ -103,6 +102,24 @@ def test_silent_servo_raises_timeout_naming_the_id_in_bounded_time(emu, bus):
     assert not bus.ping(4) and bus.ping(3)
 
 
+def test_silent_and_corrupted_servos_are_told_apart(emu, bus):
+    emu.faults.silent_ids.add(5)
+    emu.faults.corrupt_rate = 1.0        # every reply corrupted, but servo 5 sends none at all
+    with pytest.raises(ServoTimeoutError, match=r"ID\(s\) \[5\] .*ID\(s\) \[1, 2\] answered with bad") as ei:
+        bus.read_positions([1, 2, 5])
+    assert ei.value.ids == [5]
+
+
+def test_status_error_bits_are_reported(emu, bus):
+    from robolearn.drivers.servo_bus import ServoStatusError
+
+    emu.faults.status_errors[2] = ft.ERR_OVERLOAD
+    with pytest.raises(ServoStatusError, match="servo 2 .* error 0x20 \\(overload\\)"):
+        bus.read_positions(IDS)
+    emu.faults.status_errors[2] = ft.ERR_ANGLE           # informative only
+    assert len(bus.read_positions(IDS)) == 6
+
+
 def test_dropped_bytes_are_recovered_by_retries(emu, bus):
     emu.faults.drop_rate = 0.01
     ok = 0
@@ -155,6 +172,25 @@ def test_calibration_round_trip_through_file_and_bus(tmp_path, emu, bus):
         c = cal[n]
         for q in np.linspace(*c.rad_range, 7):
             assert abs(float(c.to_rad(c.to_ticks(q))) - q) <= np.pi / 4096 + 1e-12
+
+
+def test_zero_pose_calibration_procedure_recovers_the_mounting(emu, bus):
+    from robolearn.drivers.calibration import calibrate_zero_pose
+
+    truth = emu.calibration
+    assert np.allclose(emu.positions_rad(), 0.0)          # the emulated arm starts at zero pose
+    names = truth.names
+    ids = {n: truth[n].id for n in names}
+    zero = bus.read_positions(list(ids.values()))
+    lower = dict(zip(names, emu.plant.lower))
+    upper = dict(zip(names, emu.plant.upper))
+    cal = calibrate_zero_pose({n: zero[ids[n]] for n in names}, ids,
+                              {n: truth[n].direction for n in names}, lower, upper, margin=0.0)
+    for n in names:
+        assert abs(cal[n].offset - truth[n].offset) <= 1
+        assert abs(cal[n].min - truth[n].min) <= 2 and abs(cal[n].max - truth[n].max) <= 2
+    with pytest.raises(ConfigError, match="re-mount the horn"):
+        calibrate_zero_pose({"j": 10}, {"j": 1}, {"j": 1}, {"j": -1.0}, {"j": 1.0})
 
 
 @pytest.mark.parametrize("mutate,key", [

@@ -11,8 +11,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="info: print the summary as JSON")
     parser.add_argument("--episode", type=int, default=None, help="view: episode index (default: the first)")
     parser.add_argument("--frames", type=int, default=8, help="view: frames per camera on the sheet (default 8)")
+    parser.add_argument("--video", action="store_true",
+                        help="view: write an MP4 (frames with the action history beside them) instead of a PNG")
     parser.add_argument("--out", default=None,
-                        help="view: PNG path (default DATASET/view_episode_<n>.png); export: output directory")
+                        help="view: PNG/MP4 path (default DATASET/view_episode_<n>.png|.mp4); export: output directory")
     parser.add_argument("--format", choices=("lerobot",), default="lerobot", help="export: target layout")
     parser.add_argument("--task", default=None, help="export: task description (default: the env id)")
     parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: env name)")
@@ -78,6 +80,8 @@ def _view(args) -> int:
         raise ConfigError(f"--frames {args.frames}: show at least 1 frame")
     ep = ds.episode(idx)
     n = ep.steps
+    if args.video:
+        return _view_video(ds, ep, args.out or str(ds.root / f"view_{episode_dirname(idx)}.mp4"))
     picks = np.unique(np.linspace(0, n, min(args.frames, n + 1)).round().astype(int))
     rows = len(ep.cameras) + 2
     fig = plt.figure(figsize=(max(8, 1.6 * len(picks)), 1.8 * len(ep.cameras) + 5))
@@ -119,4 +123,53 @@ def _view(args) -> int:
     fig.savefig(out, dpi=80)
     plt.close(fig)
     print(f"wrote {out}")
+    return 0
+
+
+def _view_video(ds, ep, out: str) -> int:
+    """One video frame per observation: the cameras on the left, the actions so far on the right."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from robolearn.data.video import PORTABLE, VideoWriter
+
+    n = ep.steps
+    acts = ep.data["action"]
+    cams = {c: ep.frames(c) for c in ep.cameras}
+    fig = plt.figure(figsize=(8, 4), dpi=80)  # 640x320 px: even sizes for yuv420p
+    gs = fig.add_gridspec(max(1, len(cams)), 2, width_ratios=[1, 1.6])
+    img_axes = {}
+    for r, c in enumerate(cams):
+        ax = fig.add_subplot(gs[r, 0])
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_ylabel(c, fontsize=8)
+        img_axes[c] = ax.imshow(cams[c][0])
+    ax = fig.add_subplot(gs[:, 1])
+    lines = [ax.plot([], [], label=f"a[{d}]")[0] for d in range(acts.shape[1])]
+    ax.set_xlim(0, max(n, 1))
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    title = fig.suptitle("")
+    writer = None
+    try:
+        for t in range(n + 1):
+            for c, im in img_axes.items():
+                im.set_data(cams[c][t])
+            for d, line in enumerate(lines):
+                line.set_data(np.arange(t), acts[:t, d])
+            r = float(ep.data["reward"][t - 1]) if t else 0.0
+            title.set_text(f"{ds.env_id} episode {ep.index}  t={t}/{n}  reward {r:+.3f}"
+                           + ("  INTERVENTION" if t and ep.data["intervention"][t - 1] else ""))
+            fig.canvas.draw()
+            frame = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+            if writer is None:
+                writer = VideoWriter(out, frame.shape, ds.control_hz, PORTABLE)
+            writer.write(np.ascontiguousarray(frame))
+    finally:
+        if writer is not None:
+            writer.close()
+        plt.close(fig)
+    print(f"wrote {out} ({n + 1} frames at {ds.control_hz:g} fps)")
     return 0

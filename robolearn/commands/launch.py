@@ -83,9 +83,8 @@ def run(args) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     base = [sys.executable, "-m", "robolearn.cli"]
     common = ["--port", str(port), "--weights-port", str(wport), "--out", str(run_dir)]
-    if args.steps is not None:
-        common += ["--steps", str(args.steps)]
-    children = [("learner", base + ["learner", args.launch] + common)]
+    learner_extra = ["--steps", str(args.steps)] if args.steps is not None else []
+    children = [("learner", base + ["learner", args.launch] + common + learner_extra)]
     for i in range(cfg.actors):
         children.append((f"actor{i}", base + ["actor", args.launch, "--id", f"actor{i}",
                                               "--seed", str(cfg.seed + 1000 * (i + 1))] + common))
@@ -132,9 +131,12 @@ def run(args) -> int:
                           f"the other actors (see {logs / (name + '.log')})", flush=True)
             actors_running = [n for n, p in procs.items() if n != "learner" and p.poll() is None]
             if not actors_running:
-                print("no actor is running any more: stopping the learner", flush=True)
-                _stop([learner])
-                if learner.returncode not in (0, None):
+                if any(n != "learner" and p.returncode != 0 for n, p in procs.items()):
+                    print("no actor is running any more: stopping the learner", flush=True)
+                    _stop([learner])
+                else:  # actors ended cleanly: a finishing learner ignores SIGTERM, and
+                    _stop([learner], grace=600.0)  # one still training stops and saves
+                if learner.returncode not in (0, None, -signal.SIGTERM):
                     failed["learner"] = learner.returncode
                 break
             if not args.quiet and time.monotonic() - last_print > 10:

@@ -36,7 +36,7 @@ from typing import Any, Iterable
 import gymnasium as gym
 import numpy as np
 
-from robolearn.data.video import VideoWriter, fsync_dir, fsync_file, read_video
+from robolearn.data.video import VideoWriter, fsync_dir, read_video
 from robolearn.errors import ConfigError, DatasetError
 
 FORMAT = "robolearn-dataset"
@@ -71,6 +71,15 @@ def space_to_json(space: gym.Space) -> dict:
         return {"type": "box", "shape": list(space.shape), "dtype": str(space.dtype),
                 "low": bound(space.low), "high": bound(space.high)}
     raise ConfigError(f"cannot record a {type(space).__name__} space: only Dict of Box and Box are supported")
+
+
+def describe_space(d: dict | None) -> str:
+    """Short text of a JSON space: `{front: 48x48x3 uint8, state: 20 float32}`."""
+    if not isinstance(d, dict):
+        return repr(d)
+    if d.get("type") == "dict":
+        return "{" + ", ".join(f"{k}: {describe_space(s)}" for k, s in d["spaces"].items()) + "}"
+    return f"{'x'.join(map(str, d.get('shape', [])))} {d.get('dtype')}"
 
 
 def space_from_json(d: dict) -> gym.Space:
@@ -163,6 +172,13 @@ class DatasetWriter:
             os.close(self._lock_fd)
             raise DatasetError(f"{self.root}: another process is recording into this dataset; "
                                "wait for it to finish or choose another --out") from None
+        try:
+            self._open(env_id, control_hz, observation_space, action_space, obs_mode, extra)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, env_id, control_hz, observation_space, action_space, obs_mode, extra) -> None:
         if not isinstance(observation_space, gym.spaces.Dict):
             raise ConfigError("DatasetWriter needs a Dict observation space (the RobotEnv contract)")
         self.observation_space = observation_space
@@ -178,8 +194,12 @@ class DatasetWriter:
                     "action_space": space_to_json(action_space)}
             for k, v in mine.items():
                 if self.meta.get(k) != v:
+                    have, want = self.meta.get(k), v
+                    if k != "env_id":
+                        have, want = describe_space(have), describe_space(want)
                     raise DatasetError(f"{meta_path}: dataset was recorded with a different {k} "
-                                       f"({self.meta.get(k)!r} vs {v!r}); record into a new --out")
+                                       f"({have} there, {want} now: another env, --obs mode, camera or "
+                                       "image size); record into a new --out")
         else:
             self.meta = {
                 "format": FORMAT, "format_version": FORMAT_VERSION, "env_id": env_id,
@@ -275,10 +295,16 @@ class EpisodeWriter:
         return len(self._steps["action"])
 
     def _add_obs(self, obs: dict, info: dict) -> None:
+        missing = [k for k in self.ds.observation_space.spaces if k not in obs]
+        if missing:
+            raise DatasetError(f"observation lacks {missing} of the dataset's observation space "
+                               f"({list(self.ds.observation_space.spaces)}); record with the same --obs mode")
         for k in self.ds.vector_keys:
-            if k not in obs:
-                raise DatasetError(f"observation lacks key {k!r} of the dataset's observation space")
-            self._vec[k].append(np.asarray(obs[k], dtype=self.ds.observation_space[k].dtype).copy())
+            space = self.ds.observation_space[k]
+            a = np.asarray(obs[k], dtype=space.dtype)
+            if a.shape != space.shape:
+                raise DatasetError(f"observation {k!r} has shape {a.shape}, the dataset's space says {space.shape}")
+            self._vec[k].append(a.copy())
         for cam in self.ds.cameras:
             if cam not in self._videos:
                 shape = self.ds.observation_space[cam].shape

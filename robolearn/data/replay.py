@@ -255,23 +255,30 @@ class ReplayBuffer:
             if meta.get(key) != want[key]:
                 raise DatasetError(f"replay in {path} has {key}={meta.get(key)}, this buffer has "
                                    f"{want[key]}; build the buffer with the same spaces/capacity")
-        n = int(meta["filled"])
-        for name, dst in self._named_storage().items():
+        n, old_filled = int(meta["filled"]), self._filled
+        if not 0 <= n <= self.capacity or not 0 <= int(meta["ptr"]) < self.capacity:
+            raise DatasetError(f"replay in {path} has filled={n}, ptr={meta['ptr']} outside capacity")
+        sources = {}
+        for name, dst in self._named_storage().items():  # check everything before touching self
             f = path / f"{name}.npy"
             try:
-                arr = np.load(f, allow_pickle=False)
+                arr = np.load(f, mmap_mode="r", allow_pickle=False)
             except (OSError, ValueError) as exc:
                 raise DatasetError(f"cannot read {f}: {exc}") from None
             if arr.shape != (n, *dst.shape[1:]) or arr.dtype != dst.dtype:
                 raise DatasetError(f"{f} has shape {arr.shape} {arr.dtype}, expected "
                                    f"{(n, *dst.shape[1:])} {dst.dtype}")
-            dst[:n] = arr
-            dst[n:] = 0
+            sources[name] = arr
+        if int(meta["count"]) != int(np.count_nonzero(sources["valid"])):
+            raise DatasetError(f"replay in {path} is inconsistent (count != valid slots); the "
+                               "save was interrupted or files were mixed from two saves")
+        for name, dst in self._named_storage().items():
+            dst[:n] = sources[name]
+            if old_filled > n:  # clear only what was written (untouched pages stay unallocated)
+                dst[n:old_filled] = 0
         self.n_step, self.gamma = int(meta["n_step"]), float(meta["gamma"])
         self._ptr, self._filled = int(meta["ptr"]), n
         self._count, self._open = int(meta["count"]), bool(meta["open"])
-        if self._count != int(self._valid.sum()):
-            raise DatasetError(f"replay in {path} is inconsistent (count != valid slots)")
         self.rng.bit_generator.state = meta["rng"]
         return self
 

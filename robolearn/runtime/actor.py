@@ -332,8 +332,8 @@ class Actor:
         import torch
 
         torch.set_num_threads(self.acfg.threads)
-        priority = raise_priority() if self.acfg.realtime else "default"
-        self.link.start()
+        self.link.start()  # before raising priority: the link thread must not inherit it
+        priority = raise_priority() if self.acfg.realtime and self.hz > 0 else "default"
         t0 = time.monotonic()
         try:
             self.control.run(stop=self.stop_event)

@@ -233,9 +233,11 @@ class Learner:
             return 0
         if self.env_steps < self.learning_starts:
             return 0
+        total = self.lcfg.total_env_steps
         if self.lcfg.pace == "free":
-            return 1 << 30
-        return self.utd * (self.env_steps - self.learning_starts + 1) - self.agent.num_updates
+            return 0 if total and self.env_steps >= total else 1 << 30
+        steps = min(self.env_steps, total) if total else self.env_steps
+        return self.utd * (steps - self.learning_starts + 1) - self.agent.num_updates
 
     def train_slice(self, max_updates: int, max_seconds: float = 0.02) -> int:
         t_end = time.monotonic() + max_seconds
@@ -325,26 +327,48 @@ class Learner:
             self._metrics_f.flush()
 
     def save_checkpoint(self) -> Path:
-        """checkpoint/: agent state, policy weights and replay (safetensors / npy / JSON)."""
+        """checkpoints/step_<N>/: agent state, policy weights, replay (safetensors/npy/JSON),
+        then checkpoints/latest.json points at it (the layout `robolearn eval` reads)."""
+        import dataclasses
         import shutil
 
         from safetensors.torch import save_file
 
-        from robolearn.policies.training import save_tree
+        from robolearn.policies.serialize import save_state
+        from robolearn.runtime.actor import agent_overrides
 
-        d = self.dir / "checkpoint"
-        tmp = self.dir / "checkpoint.tmp"
+        root = self.dir / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        name = f"step_{self.env_steps:09d}"
+        d, tmp = root / name, root / (name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_tree(self.agent.state_dict(), tmp, "agent")
+        save_state(tmp / "agent.safetensors", self.agent.state_dict())
         save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
                   str(tmp / "policy.safetensors"))
         self.replay.save(tmp / "replay")
-        (tmp / "learner.json").write_text(json.dumps(
-            {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
-             "config": to_dict(self.cfg)}, indent=1))
+        state = {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
+                 "launch": to_dict(self.cfg), "agent_overrides": agent_overrides(self.cfg),
+                 "mode": "async"}
+        try:  # the single-process trainer's config, so `robolearn eval --checkpoint` works
+            from robolearn.policies.training import TrainConfig
+
+            c = self.cfg
+            state["train"] = dataclasses.asdict(TrainConfig(
+                env=c.env, algo=c.algo, seed=c.seed, obs=c.obs, steps=max(self.env_steps, 1),
+                max_episode_steps=c.max_episode_steps, env_kwargs=dict(c.env_kwargs),
+                out=str(self.dir)))
+        except (ImportError, TypeError):
+            pass
+        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
         shutil.rmtree(d, ignore_errors=True)
         os.replace(tmp, d)
+        ptr = root / "latest.json.tmp"
+        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": self.env_steps}))
+        os.replace(ptr, root / "latest.json")
+        for old in root.glob("step_*"):
+            if old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
         return d
 
     def evaluate(self) -> dict | None:

@@ -227,13 +227,13 @@ class ControlLoop:
     def __init__(self, env, get_policy: Callable[[], Policy], hz: float,
                  safety: Safety | None = None, on_step: OnStep | None = None,
                  before_tick: Callable[[], Any] | None = None, seed: int | None = None,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, spin_s: float = SPIN_S):
         self.env = env
         self.get_policy = get_policy
         self.safety = safety
         self.on_step = on_step
         self.before_tick = before_tick
-        self.loop = FixedRateLoop(hz, clock=clock)
+        self.loop = FixedRateLoop(hz, clock=clock, spin_s=spin_s)
         self.seed = seed
         self.obs = None
         self.action = None

@@ -55,17 +55,17 @@ BACKENDS = ("sim", "real")
 ACTION_MODES = ("ee_delta", "joint")
 SIM_BACKEND_KWARGS = ("model_path", "timestep")
 
-_HOME_Q_CACHE: dict[str, np.ndarray] = {}
+_HOME_Q_CACHE: dict[str | None, np.ndarray] = {}
 
 
-def _home_q(kin) -> np.ndarray:
-    """Joint angles of the home pose (IK of HOME_EE), solved once per process."""
-    q = _HOME_Q_CACHE.get("home")
+def _home_q(kin, key: str | None) -> np.ndarray:
+    """Joint angles of the home pose (IK of HOME_EE), solved once per process and model."""
+    q = _HOME_Q_CACHE.get(key)
     if q is None:
         q, err = kin.ik(HOME_EE, np.array([0.0, 0.0, 0.4, -0.4, 0.0]), tol=1e-6, max_iters=200)
         if err > 1e-4:
             raise ConfigError(f"home pose {HOME_EE.tolist()} is unreachable for this arm model")
-        _HOME_Q_CACHE["home"] = q
+        _HOME_Q_CACHE[key] = q
     return q.copy()
 
 
@@ -75,8 +75,10 @@ class ArmTask(Task):
     name = "arm"
     needs_cube = False
 
-    def __init__(self, backend: Backend, control_hz: float = 10.0, action_mode: str = "ee_delta"):
+    def __init__(self, backend: Backend, control_hz: float = 10.0, action_mode: str = "ee_delta",
+                 model_path: str | None = None):
         super().__init__(backend, control_hz)
+        from robolearn.sim.arm import load_arm_model
         from robolearn.sim.kinematics import ArmKinematics
 
         check_choice("action_mode", action_mode, ACTION_MODES)
@@ -84,8 +86,12 @@ class ArmTask(Task):
         self.arm = backend.robot
         self.spec = self.arm.spec
         self.sim = backend.privileged
-        self.kin = ArmKinematics()
-        self.home_q = _home_q(self.kin)
+        # Kinematics from the same MJCF as the sim (own MjData), limited to what the backend
+        # accepts (a calibrated real arm may have narrower ranges than the model).
+        self.kin = ArmKinematics(load_arm_model(model_path))
+        self.kin.lower = np.maximum(self.kin.lower, self.spec.lower)
+        self.kin.upper = np.minimum(self.kin.upper, self.spec.upper)
+        self.home_q = np.clip(_home_q(self.kin, model_path), self.kin.lower, self.kin.upper)
         self.home_gripper = float(self.spec.gripper_open)
         self._g_lo = float(self.spec.gripper_closed)
         self._g_span = float(self.spec.gripper_open - self.spec.gripper_closed)
@@ -126,6 +132,7 @@ class ArmTask(Task):
         if self.sim is not None:
             cube_pos, cube_quat = self.sample_cube(rng)
             self.sim.set_state(self.home_q, self.home_gripper, cube_pos=cube_pos, cube_quat=cube_quat)
+            self.sim.set_cube_visible(self.needs_cube)
         else:
             from robolearn.resets.scripted import MoveToJoints
 
@@ -143,8 +150,8 @@ class ArmTask(Task):
         xy = rng.uniform(CUBE_REGION_LOW, CUBE_REGION_HIGH)
         yaw = math.atan2(xy[1], xy[0]) + rng.uniform(-0.3, 0.3)
         quat = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
-        if not self.needs_cube:  # park it out of the way (still simulated, still deterministic)
-            return np.array([0.45, 0.25, CUBE_HALF]), quat
+        if not self.needs_cube:  # park it out of reach, hidden (still simulated, deterministic)
+            return np.array([0.5, 0.3, CUBE_HALF]), quat
         return np.array([xy[0], xy[1], CUBE_HALF]), quat
 
     def sample_goal(self, rng: np.random.Generator) -> np.ndarray:
@@ -166,7 +173,7 @@ class ArmTask(Task):
             self.ee_cmd = target
         else:
             want = self.q_cmd + action[:5] * JOINT_STEP
-            q = np.minimum(np.maximum(want, self.spec.lower), self.spec.upper)
+            q = np.minimum(np.maximum(want, self.kin.lower), self.kin.upper)
             info["joint_limit_clipped"] = bool((q != want).any())
             q, self.ee_cmd, clipped = self._keep_in_workspace(self.q_cmd, q)
         self.q_cmd = q
@@ -400,7 +407,8 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
 
         be = make_arm_backend(port=port, camera=camera, image_size=image_size, **backend_kwargs)
     try:
-        t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode)
+        t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode,
+                               model_path=backend_kwargs.get("model_path") if backend == "sim" else None)
         return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source)
     except Exception:
         be.close()

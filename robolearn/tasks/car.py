@@ -32,7 +32,7 @@ from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
 
 ENV_ID = "robolearn/CarLap-v0"
-MAX_EPISODE_STEPS = 1200          # 60 s at 20 Hz: the pure-pursuit driver needs about 30 s for 3 laps
+MAX_EPISODE_STEPS = 1200          # 60 s at 20 Hz: the pure-pursuit driver needs about 25 s for 3 laps
 START_BEHIND_LINE = 0.4           # m behind the start line at reset
 START_NOISE = (0.1, 0.1, 0.1)     # uniform half-ranges: along track (m), lateral (m), yaw (rad)
 LANE_MARGIN = 0.05                # m: off_track when a tyre is closer than this to a wall
@@ -119,7 +119,7 @@ class CarLap(Task):
         if t == self._proj_time:
             return
         x, y, yaw = self.sim.pose()
-        self._s, self._lateral, self._idx = self.track.project(x, y, hint=self._idx)
+        self._s, self._lateral, self._idx, self._heading = self.track.project(x, y, hint=self._idx)
         self._yaw = yaw
         self._proj_time = t
 
@@ -134,7 +134,7 @@ class CarLap(Task):
         if self.privileged_state:
             self._project()
             tr = self.track
-            herr = tr.heading_error(self._yaw, self._idx)
+            herr = tr.heading_error(self._yaw, self._heading)
             out[10] = self._lateral / tr.half_width
             out[11] = math.sin(herr)
             out[12] = math.cos(herr)

@@ -21,8 +21,8 @@ class PurePursuitConfig:
     lookahead_min: float = 0.6      # m
     lookahead_gain: float = 0.3     # s: lookahead = min + gain * speed
     lookahead_max: float = 1.6      # m
-    v_straight: float = 3.0         # m/s
-    a_lat: float = 3.5              # m/s^2 lateral acceleration allowed in corners
+    v_straight: float = 3.5         # m/s
+    a_lat: float = 4.5              # m/s^2 lateral acceleration allowed in corners
     brake_time: float = 0.8         # s of travel scanned ahead for corners
     kp_speed: float = 0.8           # throttle per m/s of speed error
 
@@ -48,7 +48,7 @@ class PurePursuit:
         v = self.car.read().speed
         # rear-axle reference point (the chassis origin is midway between the axles)
         rx, ry = x - 0.5 * wb * math.cos(yaw), y - 0.5 * wb * math.sin(yaw)
-        s, _, self._idx = tr.project(rx, ry, hint=self._idx)
+        s, _, self._idx, _ = tr.project(rx, ry, hint=self._idx)
         ld = min(max(cfg.lookahead_min + cfg.lookahead_gain * max(v, 0.0), cfg.lookahead_min),
                  cfg.lookahead_max)
         tx, ty, _ = tr.point_at(s + ld)

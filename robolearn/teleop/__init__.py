@@ -22,12 +22,16 @@ def make_device(name: str, env, **config) -> Device:
         from robolearn.teleop.keyboard import KeyboardConfig, KeyboardDevice
         if "absolute_dims" not in config and hasattr(getattr(env.unwrapped, "task", None), "action_mode"):
             config["absolute_dims"] = (dim - 1,)  # arm envs: the last dim is the absolute gripper
+        if _is_car(env):
+            config.setdefault("axes", ("ad", "ws"))  # car: a/d steer left/right, w/s throttle/brake
         return KeyboardDevice(dim, _config(KeyboardConfig, config, name))
     if name == "scripted":
         from robolearn.teleop.scripted import ScriptedConfig, ScriptedDevice
         return ScriptedDevice(env, _config(ScriptedConfig, config, name))
     if name == "gamepad":
         from robolearn.teleop.gamepad import GamepadConfig, GamepadDevice
+        if _is_car(env):
+            config.setdefault("axes", ("-ABS_X", "-ABS_RY"))  # car: left stick steers, right stick throttle
         return GamepadDevice(dim, _config(GamepadConfig, config, name))
     if name == "spacemouse":
         from robolearn.teleop.spacemouse import SpaceMouseConfig, SpaceMouseDevice
@@ -36,6 +40,12 @@ def make_device(name: str, env, **config) -> Device:
         from robolearn.teleop.leader import LeaderArmConfig, LeaderArmDevice
         return LeaderArmDevice(env, _config(LeaderArmConfig, config, name))
     raise ConfigError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
+
+
+def _is_car(env) -> bool:
+    """Car envs: action = (steer + left, throttle + forward); keys/sticks are laid out for driving."""
+    task = getattr(env.unwrapped, "task", None)
+    return task is not None and type(task).__name__.lower().startswith("car")
 
 
 def _config(cls, kwargs: dict, name: str):

@@ -6,7 +6,9 @@ switch), and one-shot `events` such as marking an episode a success. Recording, 
 and interventions only use this protocol, so a new device is one class.
 
 `read(obs)` receives the current observation because the scripted "device" (the task's
-scripted controller) needs it; human devices ignore it.
+scripted controller) needs it; human devices ignore it. A device may also define
+`observe(info)`, which the recorder and the intervention wrapper call after every step (the
+scripted device uses it to emit "success" when the env reports it).
 """
 from __future__ import annotations
 

@@ -46,6 +46,7 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
             ep.add_reset(obs, info)
             pacer.restart()
             label = None
+            source = "env"
             outcome = "end"
             ret = 0.0
             while True:
@@ -61,7 +62,7 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
                     readout.line(f"discarded attempt (seed {ep_seed}, {ep.steps} steps)")
                     break
                 if ep.steps and ev & {"success", "failure"}:
-                    label = "success" in ev
+                    label, source = "success" in ev, device.name
                     break
                 action = np.asarray(cmd.action, dtype=np.float32)
                 obs, reward, terminated, truncated, info = env.step(action)
@@ -84,7 +85,7 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
                 pacer.wait()
             if outcome in ("quit", "discard"):
                 continue
-            idx = ep.finish(success=label, label_source="env" if label is None else device.name)
+            idx = ep.finish(success=label, label_source=source)
             res.saved.append(idx)
             res.steps += ep.steps
             ok = writer.meta["episodes"][-1]["success"]

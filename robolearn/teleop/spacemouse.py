@@ -99,6 +99,9 @@ class SpaceMouseDevice:
         except ImportError:
             raise DeviceNotFoundError("SpaceMouse support needs the `hidapi` package: pip install hidapi "
                                       "(and the libhidapi system library); or use --device keyboard") from None
+        if not hasattr(hid, "device"):  # the unrelated ctypes `hid` package shadows hidapi's module
+            raise DeviceNotFoundError("the installed `hid` module is not hidapi's: pip uninstall hid; "
+                                      "pip install hidapi")
         vendors = (cfg.vendor_id,) if cfg.vendor_id else VENDOR_IDS
         found = [d for d in hid.enumerate() if d["vendor_id"] in vendors
                  and (cfg.product_id is None or d["product_id"] == cfg.product_id)]

@@ -165,7 +165,9 @@ void imu_read() {
   Wire.endTransmission(false);
   Wire.requestFrom(MPU_ADDR, 14);
   for (uint8_t k = 0; k < 7 && Wire.available() >= 2; k++) {
-    imu_raw[k] = (int16_t)((Wire.read() << 8) | Wire.read());
+    uint8_t hi = Wire.read();                    // two statements: operand order is unspecified
+    uint8_t lo = Wire.read();
+    imu_raw[k] = (int16_t)(((uint16_t)hi << 8) | lo);
   }
 }
 

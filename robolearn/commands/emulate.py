@@ -1,0 +1,114 @@
+"""`robolearn emulate arm|car`: a device emulator on a pseudo-terminal, until Ctrl-C.
+
+Prints the device path; point a driver at it exactly as at real hardware, e.g.
+`gymnasium.make("robolearn/ArmReach-v0", backend="real", port=PATH, calibration=CAL)`.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+from robolearn.errors import ConfigError
+
+HELP = ("start an emulated servo-bus arm or car controller on a pseudo-terminal, print its path, "
+        "run until Ctrl-C (fault injection: --drop-rate, --corrupt-rate, --delay-ms, --silent-id, "
+        "--unplug-after)")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("device", choices=("arm", "car"), help="which device to emulate")
+    parser.add_argument("--plant", default="auto",
+                        help="physics behind the wire: auto (MuJoCo sim), sim, or the stand-in "
+                             "(arm: first_order, car: bicycle)")
+    parser.add_argument("--baud", type=int, default=None,
+                        help="emulated UART rate for wire timing (arm default 1000000, car 115200)")
+    parser.add_argument("--calibration-out", metavar="PATH",
+                        help="arm: write the emulated arm's calibration JSON here")
+    parser.add_argument("--scrambled", action="store_true",
+                        help="arm: mount servo horns at random offsets/directions (needs the "
+                             "matching --calibration-out file to drive it)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout-ms", type=int, default=None, help="car: initial failsafe timeout")
+    faults = parser.add_argument_group("fault injection")
+    faults.add_argument("--drop-rate", type=float, default=0.0, help="probability each sent byte is lost")
+    faults.add_argument("--corrupt-rate", type=float, default=0.0,
+                        help="probability a reply/frame is sent with a bad checksum")
+    faults.add_argument("--delay-ms", type=float, default=0.0, help="extra delay before every reply")
+    faults.add_argument("--silent-id", type=int, action="append", default=[],
+                        help="arm: servo ID that never answers (repeatable)")
+    faults.add_argument("--silent-after", type=float, default=None,
+                        help="arm: --silent-id servos stop answering only after this many seconds")
+    faults.add_argument("--unplug-after", type=float, default=None,
+                        help="close the pty (cable pulled) after this many seconds")
+    faults.add_argument("--cut-servo-power", action="store_true",
+                        help="arm: unplugging also removes servo power (torque off)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="exit after this many seconds (default: until Ctrl-C)")
+
+
+def _check(args) -> None:
+    for name in ("drop_rate", "corrupt_rate"):
+        v = getattr(args, name)
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"--{name.replace('_', '-')}={v}: a probability in [0, 1]")
+    if args.delay_ms < 0:
+        raise ConfigError(f"--delay-ms={args.delay_ms}: must be >= 0")
+    if args.device == "car" and (args.silent_id or args.calibration_out or args.scrambled):
+        raise ConfigError("--silent-id, --calibration-out and --scrambled are for the arm emulator")
+    if args.baud is not None and args.baud <= 0:
+        raise ConfigError(f"--baud={args.baud}: must be positive")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run(args) -> int:
+    from robolearn.drivers.ptylink import Faults
+
+    _check(args)
+    silent_now = set(args.silent_id) if args.silent_after is None else set()
+    faults = Faults(drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
+                    delay_s=args.delay_ms / 1000.0, silent_ids=silent_now, seed=args.seed)
+    if args.device == "arm":
+        from robolearn.drivers.emulator_arm import ArmEmulator, make_plant
+
+        plant = make_plant(args.plant)
+        emu = ArmEmulator(plant=plant, mounting="scrambled" if args.scrambled else None,
+                          faults=faults, baudrate=args.baud or 1_000_000, seed=args.seed)
+        if args.calibration_out:
+            emu.calibration.save(args.calibration_out)
+    else:
+        from robolearn.drivers import car_protocol as cp
+        from robolearn.drivers.emulator_car import CarEmulator, make_plant
+
+        emu = CarEmulator(plant=make_plant(args.plant), faults=faults, baudrate=args.baud or 115_200,
+                          timeout_ms=args.timeout_ms or cp.DEFAULT_TIMEOUT_MS, seed=args.seed)
+    emu.start()
+    print(emu.path, flush=True)
+    print(f"emulating {args.device} ({type(emu.plant).__name__}) on {emu.path}; Ctrl-C to stop",
+          file=sys.stderr, flush=True)
+    if args.device == "arm" and args.calibration_out:
+        print(f"calibration written to {args.calibration_out}", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
+    t0 = time.monotonic()
+    unplugged = False
+    try:
+        while args.duration is None or time.monotonic() - t0 < args.duration:
+            elapsed = time.monotonic() - t0
+            if args.silent_after is not None and elapsed >= args.silent_after:
+                emu.faults.silent_ids |= set(args.silent_id)
+            if args.unplug_after is not None and not unplugged and elapsed >= args.unplug_after:
+                if args.device == "arm":
+                    emu.unplug(servo_power=args.cut_servo_power)
+                else:
+                    emu.unplug()
+                unplugged = True
+                print("unplugged", file=sys.stderr, flush=True)
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emu.close()
+    return 0

@@ -1,0 +1,209 @@
+"""Actor/learner as real processes over loopback: learner restarts, actor deaths, `launch`."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from robolearn.runtime.transport import free_port
+
+TOML = """
+env = "Pendulum-v1"
+algo = "sac"
+seed = 0
+max_episode_steps = 50
+actors = {actors}
+out = "{out}"
+
+[learner]
+port = {port}
+weights_port = {wport}
+total_env_steps = {steps}
+learning_starts = 100
+publish_every = 10
+eval_episodes = {eval_episodes}
+metrics_every_s = 0.3
+actor_timeout_s = 1.0
+
+[learner.agent]
+batch_size = 32
+actor_hidden = [32, 32]
+critic_hidden = [32, 32]
+
+[actor]
+loop_hz = {hz}
+learner_timeout_s = 1.0
+heartbeat_s = 0.1
+send_batch = 8
+"""
+
+
+def write_toml(tmp_path, name="run.toml", actors=1, port=None, wport=None, steps=1_000_000,
+               hz=50, eval_episodes=0):
+    out = tmp_path / "run"
+    path = tmp_path / name
+    path.write_text(TOML.format(actors=actors, out=out, port=port if port is not None else free_port(),
+                                wport=wport if wport is not None else free_port(), steps=steps,
+                                hz=hz, eval_episodes=eval_episodes))
+    return path, out
+
+
+class Procs:
+    """Start robolearn subprocesses in their own process groups; kill them all at the end."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.procs = []
+
+    def start(self, *args, name):
+        log = open(self.tmp_path / f"{name}.log", "w")
+        p = subprocess.Popen([sys.executable, "-m", "robolearn.cli", *args], stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        p.log_path = self.tmp_path / f"{name}.log"
+        self.procs.append(p)
+        return p
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+
+@pytest.fixture
+def procs(tmp_path):
+    ps = Procs(tmp_path)
+    yield ps
+    ps.kill_all()
+
+
+def metrics(out: Path) -> list[dict]:
+    f = out / "metrics.jsonl"
+    if not f.exists():
+        return []
+    recs = []
+    for line in f.read_text().splitlines():
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return recs
+
+
+def wait_for(cond, timeout, what, procs_to_check=()):
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        v = cond()
+        if v:
+            return v
+        for p in procs_to_check:
+            if p.poll() is not None:
+                raise AssertionError(f"{what}: a process died early:\n{p.log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_learner_killed_actor_keeps_rate_and_reconnects(tmp_path, procs):
+    port, wport = free_port(), free_port()
+    toml, out = write_toml(tmp_path, port=port, wport=wport)
+    learner = procs.start("learner", str(toml), name="learner1")
+    actor = procs.start("actor", str(toml), "--id", "a0", name="actor")
+    wait_for(lambda: any(m.get("per_actor", {}).get("a0", {}).get("transitions", 0) > 50
+                         for m in metrics(out)), 60, "actor streaming to learner 1",
+             [learner, actor])
+    os.killpg(learner.pid, signal.SIGKILL)
+    learner.wait()
+    t_kill = time.monotonic()
+    time.sleep(2.5)  # the actor notices (learner_timeout_s = 1) and keeps acting
+    (out / "metrics.jsonl").unlink()
+    learner2 = procs.start("learner", str(toml), name="learner2")
+    wait_for(lambda: any(m.get("per_actor", {}).get("a0", {}).get("transitions", 0) > 20
+                         for m in metrics(out)), 60, "actor streaming to the restarted learner",
+             [learner2, actor])
+    elapsed = time.monotonic() - t_kill
+    actor.send_signal(signal.SIGTERM)
+    assert actor.wait(timeout=20) == 0
+    s = json.loads((out / "actor_a0.json").read_text())
+    assert s["reconnects"] >= 1, s
+    # the actor kept stepping at its rate through the outage (50 Hz; no stall while away)
+    loop = s["loop"]
+    assert s["env_steps"] >= 0.8 * 50 * elapsed, (s["env_steps"], elapsed)
+    assert loop["skipped_deadlines"] <= 0.02 * loop["ticks"], loop
+    assert s["bad_messages"] == 0
+
+
+def test_one_of_two_actors_killed_learner_keeps_training(tmp_path, procs):
+    toml, out = write_toml(tmp_path, actors=2)
+    learner = procs.start("learner", str(toml), name="learner")
+    a0 = procs.start("actor", str(toml), "--id", "a0", "--seed", "1", name="a0")
+    a1 = procs.start("actor", str(toml), "--id", "a1", "--seed", "2", name="a1")
+
+    def both_streaming():
+        for m in metrics(out):
+            pa = m.get("per_actor", {})
+            if all(pa.get(a, {}).get("transitions", 0) > 20 for a in ("a0", "a1")) \
+                    and m["updates"] > 0:
+                return m
+        return None
+
+    wait_for(both_streaming, 60, "both actors streaming and training", [learner, a0, a1])
+    os.killpg(a1.pid, signal.SIGKILL)
+    a1.wait()
+    dead = wait_for(lambda: next((m for m in metrics(out)
+                                  if not m["per_actor"].get("a1", {}).get("alive", True)), None),
+                    20, "a1 reported dead", [learner, a0])
+    later = wait_for(lambda: next((m for m in metrics(out) if m["updates"] > dead["updates"] + 50
+                                   and m["per_actor"]["a0"]["transitions"]
+                                   > dead["per_actor"]["a0"]["transitions"] + 50), None),
+                     60, "training continuing from a0", [learner, a0])
+    assert later["actors_alive"] == 1
+    assert later["per_actor"]["a1"]["transitions"] == dead["per_actor"]["a1"]["transitions"]
+    learner.send_signal(signal.SIGTERM)
+    assert learner.wait(timeout=30) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["updates"] >= later["updates"]
+    assert (out / "checkpoints" / "latest.json").exists()
+
+
+def test_launch_end_to_end_smoke(tmp_path, procs):
+    toml, out = write_toml(tmp_path, port=0, wport=0, steps=300, hz=0, eval_episodes=2)
+    launch = procs.start("launch", str(toml), "--quiet", name="launch")
+    rc = launch.wait(timeout=120)
+    log = launch.log_path.read_text()
+    assert rc == 0, log
+    assert "learner data    tcp://127.0.0.1:" in log
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("env", "algo", "env_steps", "updates", "eval_return", "eval_success_rate"):
+        assert key in summary
+    assert summary["env_steps"] >= 300 and summary["updates"] == 300 - 100 + 1
+    assert summary["eval_episodes"] == 2
+    rec = json.loads((out / "launch.json").read_text())
+    assert rec["failed"] == {}
+    for child in rec["children"].values():  # every child is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(child["pid"], 0)
+    actor = json.loads((out / "actor_actor0.json").read_text())
+    assert actor["exit_reason"] == "learner finished" and actor["weight_swaps"] > 0
+
+
+def test_launch_ctrl_c_stops_everything(tmp_path, procs):
+    toml, out = write_toml(tmp_path, port=0, wport=0, actors=2)
+    launch = procs.start("launch", str(toml), "--quiet", name="launch")
+    wait_for(lambda: any(m["env_steps"] > 0 for m in metrics(out)), 60, "run started", [launch])
+    launch.send_signal(signal.SIGINT)
+    rc = launch.wait(timeout=40)
+    assert rc == 130, launch.log_path.read_text()
+    rec = json.loads((out / "launch.json").read_text())
+    assert set(rec["children"]) == {"learner", "actor0", "actor1"}
+    for child in rec["children"].values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(child["pid"], 0)
+    assert (out / "summary.json").exists()  # the learner saved on its way out
