@@ -168,3 +168,33 @@ class Actor(nn.Module):
 
     def mode(self, feat: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(feat)[0])
+
+
+class RunningNorm(nn.Module):
+    """Running mean/variance of the state vector (SimBa-style input normalisation).
+
+    Why: joint angles, velocities and metres differ by orders of magnitude; normalised inputs
+    let one learning rate fit all. Statistics are merged from every training batch (Chan et
+    al.'s parallel update) and travel with the policy weights, so actors normalise alike.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, clip: float = 10.0):
+        super().__init__()
+        self.eps, self.clip = eps, clip
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        n = x.shape[0]
+        var, mean = torch.var_mean(x, dim=0, unbiased=False)
+        total = self.count + n
+        w = (n / total).to(x.dtype)
+        delta = mean - self.mean
+        self.mean.add_(delta * w)
+        self.var.copy_(self.var * (1 - w) + var * w + delta.pow(2) * w * (1 - w))
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)

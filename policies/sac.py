@@ -28,7 +28,7 @@ import torch
 from robolearn.data.replay import Batch
 from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies.encoders import PixelEncoder, random_shift
-from robolearn.policies.networks import Actor, Critic
+from robolearn.policies.networks import Actor, Critic, RunningNorm
 
 
 @dataclass
@@ -64,6 +64,7 @@ class AgentConfig:
     target_entropy_scale: float = 1.0  # target entropy = -scale * |A|
     backup_entropy: bool = True  # include -alpha*log pi in the TD target
     grad_clip: float = 0.0  # max global grad norm; 0 = off
+    normalize_obs: bool = False  # running mean/std of the state vector (travels with the policy)
     # --- data
     prior_fraction: float = 0.0  # RLPD: 0.5 of every batch from prior data/demos
     replay_capacity: int = 1_000_000
@@ -128,8 +129,11 @@ class Agent:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             feat_dim = 0
+            self.obs_norm = None
             if self.state_key:
                 feat_dim += int(observation_space[self.state_key].shape[0])
+                if cfg.normalize_obs:
+                    self.obs_norm = RunningNorm(feat_dim).to(self.device)
             self.encoder = None
             if self.image_keys:
                 shapes = {k: tuple(observation_space[k].shape) for k in self.image_keys}
@@ -175,7 +179,8 @@ class Agent:
     def _features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         parts = []
         if self.state_key:
-            parts.append(obs[self.state_key])
+            state = obs[self.state_key]
+            parts.append(self.obs_norm(state) if self.obs_norm is not None else state)
         if self.encoder is not None:
             parts.append(self.encoder({k: obs[k] for k in self.image_keys}))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
@@ -222,6 +227,8 @@ class Agent:
         reward = torch.as_tensor(batch.reward).to(self.device, non_blocking=True)
         discount = torch.as_tensor(batch.discount).to(self.device, non_blocking=True)
         alpha = self.log_alpha.detach().exp()
+        if self.obs_norm is not None:
+            self.obs_norm.update(obs[self.state_key])
 
         # ---- critic
         self.critic.train()
@@ -309,6 +316,8 @@ class Agent:
             d["critic_target"] = self.critic_target.state_dict()
         if self.encoder is not None:
             d["encoder"] = self.encoder.state_dict()
+        if self.obs_norm is not None:
+            d["obs_norm"] = self.obs_norm.state_dict()
         return copy.deepcopy(d)
 
     def load_state_dict(self, d: dict) -> None:
@@ -325,6 +334,8 @@ class Agent:
             self.critic_target.load_state_dict(d["critic_target"])
         if self.encoder is not None:
             self.encoder.load_state_dict(d["encoder"])
+        if self.obs_norm is not None:
+            self.obs_norm.load_state_dict(d["obs_norm"])
         with torch.no_grad():
             self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
         self.actor_opt.load_state_dict(d["actor_opt"])
@@ -334,10 +345,13 @@ class Agent:
         self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
 
     def policy_state(self) -> dict[str, torch.Tensor]:
-        """Flat CPU tensors `act` needs (actor + encoder): what the learner broadcasts."""
+        """Flat CPU tensors `act` needs (actor + encoder + obs normalisation): what the learner
+        broadcasts to actors."""
         out = {f"actor.{k}": v for k, v in self.actor.state_dict().items()}
         if self.encoder is not None:
             out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
+        if self.obs_norm is not None:
+            out.update({f"obs_norm.{k}": v for k, v in self.obs_norm.state_dict().items()})
         return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
 
     def load_policy_state(self, d: dict[str, torch.Tensor]) -> None:
@@ -346,6 +360,9 @@ class Agent:
             if self.encoder is not None:
                 self.encoder.load_state_dict(
                     {k[8:]: v for k, v in d.items() if k.startswith("encoder.")})
+            if self.obs_norm is not None:
+                self.obs_norm.load_state_dict(
+                    {k[9:]: v for k, v in d.items() if k.startswith("obs_norm.")})
 
 
 @contextlib.contextmanager

@@ -559,12 +559,16 @@ class Trainer:
             self.prior.save(tmp / "prior")
         save_file({"torch_rng": torch.get_rng_state()}, str(tmp / "torch_rng.safetensors"))
         env_rng = self.env.unwrapped.np_random.bit_generator.state
+        # Envs with randomness outside `np_random` (e.g. dm_control's task RandomState) can
+        # expose get_rng_state()/set_rng_state(state) (JSON-able) to be resumed exactly too.
+        get_extra = getattr(self.env.unwrapped, "get_rng_state", None)
         state = {
             "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
             "wall_s": self.wall_before, "update_time_s": self.update_time, "demo_count": self.demo_count, "final": final,
             "replay_capacity": self.replay_capacity, "prior_capacity": self.prior_capacity,
             "last_eval": self.last_eval, "loss_acc": self._loss_acc,
             "rng": {"loop": _json_rng(self.rng.bit_generator.state), "env": _json_rng(env_rng),
+                    "env_extra": _json_rng(get_extra()) if get_extra else None,
                     "numpy_global": _json_rng(np.random.get_state(legacy=False)),
                     "python": _py_random_state()},
             "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
@@ -620,6 +624,8 @@ class Trainer:
         # so the next episode is the one the uninterrupted run would have started.
         self.env.reset(seed=cfg.seed)
         self.env.unwrapped.np_random.bit_generator.state = _unjson_rng(rng["env"])
+        if rng.get("env_extra") is not None and hasattr(self.env.unwrapped, "set_rng_state"):
+            self.env.unwrapped.set_rng_state(_unjson_rng(rng["env_extra"]))
         self._obs, _ = self.env.reset()
         return self
 

@@ -55,6 +55,17 @@ def test_each_preset_builds_acts_and_updates(algo):
         assert a.dtype == np.float32 and a.shape == (2,) and np.all(np.abs(a) <= 1)
 
 
+@pytest.mark.parametrize("algo", sorted(set(ALGOS) - {"drq"}))
+def test_each_preset_composes_with_pixels(algo):
+    agent = make_agent(algo, PIXELS, ACT, seed=0, pixels=True, **TINY)
+    before = [p.detach().clone() for p in agent.encoder.parameters()]
+    m = agent.update(batch_for(PIXELS))
+    assert all(math.isfinite(v) for v in m.values())
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.encoder.parameters()))
+    o = {k: v[0] for k, v in batch_for(PIXELS, 1).obs.items()}
+    assert agent.act(o).shape == (2,)
+
+
 def test_presets_follow_the_papers():
     assert make_config("redq").num_critics == 10 and make_config("redq").num_target_min == 2
     assert make_config("redq").utd == 20 and make_config("redq").actor_q == "mean"
@@ -398,3 +409,33 @@ def test_every_preset_learns_the_tiny_task(algo, utd):
                 agent.update(buf.sample(64))
     learned = run_episodes(env, lambda o: agent.act(o, deterministic=True), 10, seed=100)
     assert learned > -4.0, learned
+
+
+def test_running_norm_merges_batches_exactly():
+    from robolearn.policies.networks import RunningNorm
+
+    x = torch.randn(300, 3, dtype=torch.float64) * torch.tensor([1.0, 10.0, 0.1], dtype=torch.float64) + 5
+    norm = RunningNorm(3).double()
+    for chunk in x.split([100, 50, 150]):
+        norm.update(chunk)
+    torch.testing.assert_close(norm.mean, x.mean(0))
+    torch.testing.assert_close(norm.var, x.var(0, unbiased=False))
+    y = norm(x)
+    torch.testing.assert_close(y.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_obs_normalisation_travels_with_the_policy():
+    a = make_agent("sac", STATE, ACT, seed=0, normalize_obs=True, **TINY)
+    b = batch_for(STATE)
+    b.obs["state"] *= 100.0
+    a.update(b)
+    np.testing.assert_allclose(a.obs_norm.mean.numpy(), b.obs["state"].mean(0), rtol=1e-5, atol=1e-4)
+    ps = a.policy_state()
+    assert {"obs_norm.mean", "obs_norm.var"} <= set(ps)
+    c = make_agent("sac", STATE, ACT, seed=1, normalize_obs=True, **TINY)
+    c.load_policy_state(ps)
+    o = {"state": b.obs["state"][0]}
+    np.testing.assert_array_equal(a.act(o, deterministic=True), c.act(o, deterministic=True))
+    d = make_agent("sac", STATE, ACT, seed=1, normalize_obs=True, **TINY)
+    d.load_state_dict(a.state_dict())
+    assert a.update(b) == d.update(b)

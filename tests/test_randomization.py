@@ -393,9 +393,6 @@ def test_rate_jitter_and_ms_latency_on_the_car():
     assert sim.data.time - t0 == pytest.approx(sum(ns) * sim.model.opt.timestep)
 
 
-@pytest.mark.xfail(raises=ConfigError, strict=False,
-                   reason="sim/arm.py ArmSim.advance() derives its physics steps from dt and ignores "
-                          "sim.n_substeps (asked of the arm's owner); the wrappers detect it")
 def test_rate_jitter_on_the_arm():
     env = ControlRateJitter(_robot("robolearn/ArmReach-v0"), (0.8, 1.2))
     sim = env.unwrapped.sim
