@@ -37,6 +37,8 @@ class EnsembleLinear(nn.Module):
             w, b = w.index_select(0, members), b.index_select(0, members)
         if x.dim() == 2:  # the same input for every member (first layer)
             x = x.unsqueeze(0).expand(w.shape[0], -1, -1)
+        if w.shape[-1] == 1:  # Q head: a dot product per row is ~2x cheaper than an N=1 bmm
+            return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
         return torch.baddbmm(b, x, w)
 
 

@@ -12,15 +12,16 @@ from typing import Any, Callable
 from robolearn.errors import ConfigError
 from robolearn.policies.sac import Agent, AgentConfig
 
-# key: (paper, overrides of AgentConfig)
+# Overrides of AgentConfig per preset. policy_delay=0 means "actor once per env step" (every
+# `utd` critic updates, as REDQ/DroQ/RLPD do), so overriding utd keeps that schedule.
 PRESETS: dict[str, dict[str, Any]] = {
     # Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"
     "sac": {},
     # Chen et al. 2021, "Randomized Ensembled Double Q-Learning" (N=10, M=2, G=20)
-    "redq": dict(num_critics=10, num_target_min=2, actor_q="mean", utd=20, policy_delay=20),
+    "redq": dict(num_critics=10, num_target_min=2, actor_q="mean", utd=20, policy_delay=0),
     # Hiraoka et al. 2022, "Dropout Q-Functions for Doubly Efficient RL"
     "droq": dict(num_critics=2, critic_dropout=0.01, critic_layer_norm=True, actor_q="mean",
-                 utd=20, policy_delay=20),
+                 utd=20, policy_delay=0),
     # Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep RL for Greater Sample Efficiency
     # and Simplicity"
     "crossq": dict(target_network=False, critic_batch_renorm=True, critic_hidden=(2048, 2048),
@@ -28,7 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    policy_delay=3),
     # Ball et al. 2023, "Efficient Online Reinforcement Learning with Offline Data"
     "rlpd": dict(num_critics=10, num_target_min=2, critic_layer_norm=True, actor_q="mean",
-                 utd=20, policy_delay=20, prior_fraction=0.5, target_entropy_scale=0.5),
+                 utd=20, policy_delay=0, prior_fraction=0.5, target_entropy_scale=0.5),
     # Kostrikov et al. 2021 (DrQ) / Yarats et al. 2022 (DrQ-v2): pixels + random shift
     "drq": dict(pixels=True, init_temperature=0.1, target_entropy_scale=0.5, replay_capacity=100_000),
 }

@@ -8,6 +8,7 @@ same network sizes, same batch size, same obs/action dims, including replay samp
 """
 from __future__ import annotations
 
+import random
 import time
 
 import gymnasium as gym
@@ -106,6 +107,35 @@ def _sb3_runner(data, obs_dim: int, action_dim: int, batch_size: int, device: st
     return run
 
 
+def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: int = 256,
+                              batch_size: int = 256, steps: int = 30, rounds: int = 3,
+                              device: str = "cpu") -> dict:
+    """Forward+backward of a critic ensemble as ONE batched EnsembleMLP vs a Python loop over
+    separate nn.Sequential MLPs of the same shapes (what the batching replaces)."""
+    from torch import nn
+
+    from robolearn.policies.networks import EnsembleMLP, mlp
+
+    torch.manual_seed(0)
+    x = torch.randn(batch_size, in_dim, device=device)
+    batched = EnsembleMLP(num_critics, in_dim, (hidden, hidden), 1).to(device)
+    looped = nn.ModuleList([mlp(in_dim, (hidden, hidden), 1) for _ in range(num_critics)]).to(device)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+
+    def run_batched(k):
+        for _ in range(k):
+            batched(x).square().mean().backward()
+
+    def run_looped(k):
+        for _ in range(k):
+            torch.stack([m(x) for m in looped]).square().mean().backward()
+
+    speed = _interleaved({"batched": run_batched, "loop": run_looped}, steps, 3, rounds, sync)
+    return {"ensemble_size": num_critics,
+            "batched_steps_per_s": speed["batched"]["cpu"], "loop_steps_per_s": speed["loop"]["cpu"],
+            "batched_vs_loop_speedup": speed["batched"]["cpu"] / speed["loop"]["cpu"]}
+
+
 def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 200, warmup: int = 20,
                          batch_size: int = 256, device: str = "cpu", seed: int = 0,
                          include_sb3: bool = True, num_threads: int | None = 1, rounds: int = 5,
@@ -117,8 +147,23 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
     `redq10_vs_2_cost_ratio` (time of a 10-critic update / a 2-critic update), the same
     figures from process CPU time (`*_cpu*` keys; robust on a shared machine) and the settings.
     """
+    # leave the caller's process as it was: thread count and global RNGs (SB3 seeds them)
+    threads_before = torch.get_num_threads()
+    py_state, np_state = random.getstate(), np.random.get_state()
     if num_threads is not None:
         torch.set_num_threads(num_threads)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed,
+                            include_sb3, rounds, print_fn)
+    finally:
+        torch.set_num_threads(threads_before)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, include_sb3, rounds,
+             print_fn) -> dict:
     obs_space, act_space = _spaces(obs_dim, action_dim)
     n = max(5000, 4 * batch_size)
     data = _random_data(n, obs_dim, action_dim, seed)
@@ -150,6 +195,8 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
     out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10]["wall"], speed[2]["wall"]
     out["redq10_vs_2_cost_ratio"] = speed[2]["wall"] / speed[10]["wall"]
     out["redq10_vs_2_cost_ratio_cpu"] = speed[2]["cpu"] / speed[10]["cpu"]
+    ens = measure_ensemble_batching(device=device)
+    out["ensemble10_batched_vs_loop_speedup"] = ens["batched_vs_loop_speedup"]
 
     print_fn(f"update speed ({device}, {out['threads']} thread(s), batch {batch_size}, "
              f"obs {obs_dim}, act {action_dim}, 256x256 nets; wall clock | process CPU time):")
@@ -160,4 +207,6 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
     print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
     print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
              f"{out['redq10_vs_2_cost_ratio']:.2f}x | {out['redq10_vs_2_cost_ratio_cpu']:.2f}x a 2-critic one")
+    print_fn(f"  10-critic forward+backward, one batched op vs a Python loop over 10 MLPs: "
+             f"{out['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
     return out

@@ -285,6 +285,7 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, _resumed_state: dict | None = None):
         self.cfg = cfg.validate()
+        self._resumed_from = _resumed_state
         self._eval_env: gym.Env | None = None
         self.env = None
         try:
@@ -373,6 +374,10 @@ class Trainer:
         """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
         Returns the summary (also written to summary.json when the run completes)."""
         cfg = self.cfg
+        if self.env_steps == 0 and self._resumed_from is None and (
+                (self.dir / "metrics.jsonl").exists() or (self.dir / CHECKPOINTS).exists()):
+            raise ConfigError(f"run folder {self.dir} already holds a run: continue it with "
+                              f"`robolearn train --resume {self.dir}`, or pick another --out")
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.dir / "config.json").exists():
             self._write_json("config.json", {"train": dataclasses.asdict(cfg),

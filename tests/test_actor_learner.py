@@ -207,3 +207,41 @@ def test_launch_ctrl_c_stops_everything(tmp_path, procs):
         with pytest.raises(ProcessLookupError):
             os.kill(child["pid"], 0)
     assert (out / "summary.json").exists()  # the learner saved on its way out
+
+
+# ------------------------------------------------------------------- in-process actor logic
+def _cfg(tmp_path, **actor):
+    from robolearn.runtime.config import config_from_dict
+
+    return config_from_dict({"env": "Pendulum-v1", "max_episode_steps": 20, "out": str(tmp_path),
+                             "learner": {"agent": {"actor_hidden": [8], "critic_hidden": [8]}},
+                             "actor": {"loop_hz": 100, "learner_timeout_s": 0.3, **actor}})
+
+
+def test_outbox_is_bounded_and_drops_oldest(tmp_path):
+    from robolearn.runtime.actor import LearnerLink
+
+    cfg = _cfg(tmp_path, outbox=3)
+    link = LearnerLink(cfg.actor, "tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "a", {"hash": "x"})
+    for i in range(5):
+        link.submit({"step": i})
+    assert link.dropped == 2
+    assert [t["step"] for t in link.outbox] == [2, 3, 4]
+
+
+@pytest.mark.parametrize("policy", ["continue", "pause"])
+def test_actor_without_learner_continues_or_pauses(tmp_path, policy):
+    from robolearn.runtime.actor import Actor
+
+    cfg = _cfg(tmp_path, on_learner_lost=policy, max_steps=0, realtime=False, outbox=50)
+    port, wport = free_port(), free_port()
+    actor = Actor(cfg, "solo", f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{wport}")
+    import threading
+
+    threading.Timer(1.0, actor.stop_event.set).start()
+    s = actor.run()
+    if policy == "continue":  # no learner: acts at its rate, the outbox keeps the newest 50
+        assert s["env_steps"] >= 70  # 100 Hz for 1 s, minus start-up, on a busy machine
+        assert s["dropped"] == s["env_steps"] - 50 and s["sent"] == 0
+    else:
+        assert s["env_steps"] == 0 and s["paused_ticks"] >= 70

@@ -44,9 +44,9 @@ def test_each_preset_builds_acts_and_updates(algo):
     space = space_for(algo)
     agent = make_agent(algo, space, ACT, seed=0, **TINY)
     cfg = agent.config
-    for _ in range(cfg.policy_delay):
+    for _ in range(cfg.actor_every):
         m = agent.update(batch_for(space))
-    assert agent.num_updates == cfg.policy_delay
+    assert agent.num_updates == cfg.actor_every
     assert {"critic_loss", "actor_loss", "alpha", "q"} <= set(m)
     assert all(math.isfinite(v) for v in m.values())
     o = {k: v[0] for k, v in batch_for(space, 1).obs.items()}
@@ -69,6 +69,8 @@ def test_each_preset_composes_with_pixels(algo):
 def test_presets_follow_the_papers():
     assert make_config("redq").num_critics == 10 and make_config("redq").num_target_min == 2
     assert make_config("redq").utd == 20 and make_config("redq").actor_q == "mean"
+    assert make_config("redq").actor_every == 20  # actor once per env step ...
+    assert make_config("redq", utd=5).actor_every == 5  # ... also when utd is overridden
     droq = make_config("droq")
     assert droq.critic_dropout == 0.01 and droq.critic_layer_norm and droq.utd == 20
     cq = make_config("crossq")
@@ -182,7 +184,16 @@ def test_crossq_passes_current_and_next_in_one_batch():
 def test_redq_update_uses_a_random_subset():
     agent = make_agent("redq", STATE, ACT, **TINY)
     assert agent.critic.mlp.net[0].weight.shape[0] == 10  # one batched ensemble of 10
-    agent.update(batch_for(STATE))
+    subsets = []
+    for i in range(8):
+        agent.update(batch_for(STATE, seed=i))
+        members = agent.last_target_members.tolist()
+        assert len(set(members)) == 2 and all(0 <= m < 10 for m in members)
+        subsets.append(tuple(sorted(members)))
+    assert len(set(subsets)) > 1  # a fresh random pair per update
+    sac = make_agent("sac", STATE, ACT, **TINY)
+    sac.update(batch_for(STATE))
+    assert sac.last_target_members is None  # min over both critics
 
 
 def test_nan_in_batch_or_parameter_raises_with_update_number():
@@ -368,7 +379,8 @@ class DictObs(gym.ObservationWrapper):
 
 @pytest.mark.slow
 def test_sac_learns_pendulum():
-    env = DictObs(gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0))
+    one = np.ones(1, np.float32)
+    env = DictObs(gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -one, one))
     agent = make_agent("sac", env.observation_space, env.action_space, seed=0,
                        actor_hidden=(128, 128), critic_hidden=(128, 128))
     buf = ReplayBuffer(env.observation_space, env.action_space, 10_000, seed=0)
@@ -439,3 +451,23 @@ def test_obs_normalisation_travels_with_the_policy():
     d = make_agent("sac", STATE, ACT, seed=1, normalize_obs=True, **TINY)
     d.load_state_dict(a.state_dict())
     assert a.update(b) == d.update(b)
+
+
+def test_cpu_allocator_tuning_stops_page_faults():
+    import platform
+    import resource
+
+    from robolearn.policies.cpu import keep_freed_memory
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert keep_freed_memory() is True and keep_freed_memory() is True  # idempotent
+    mlp_ = EnsembleMLP(10, 23, (256, 256), 1)
+    x = torch.randn(256, 23)
+    for _ in range(3):
+        mlp_(x).square().mean().backward()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        mlp_(x).square().mean().backward()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+    assert faults < 200, faults  # untuned glibc: ~1700 per step (fresh mmap'd pages)

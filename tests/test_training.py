@@ -141,8 +141,12 @@ def test_nan_loss_stops_training_and_names_the_step(tmp_path):
 
 
 def test_launch_toml_is_read_into_train_config(tmp_path):
+    from test_learning_slow import REACH_AGENT
+
     cfg = load_launch(Path(__file__).resolve().parents[1] / "launch" / "demo_arm_reach.toml")
-    assert cfg.env == REACH and cfg.steps > 0
+    # `make demo` runs the settings the slow learning test verifies
+    assert (cfg.env, cfg.algo, cfg.obs, cfg.agent) == (REACH, "sac", "state", REACH_AGENT)
+    assert cfg.steps <= 10_000 and cfg.learning_starts == 500
     bad = tmp_path / "bad.toml"
     bad.write_text('env = "robolearn/ArmReach-v0"\nsteps = 100\nevla_every = 10\n')
     with pytest.raises(ConfigError, match="'evla_every' \\(did you mean 'eval_every'\\?\\)"):
@@ -192,3 +196,12 @@ def test_interventions_store_the_human_action_and_feed_rlpd_prior(tmp_path):
     np.testing.assert_array_equal(batch.action[flagged], np.tile([0.5, -0.5, 0.25, 1.0], (20, 1)))
     assert not np.any(np.all(batch.action[~flagged] == [0.5, -0.5, 0.25, 1.0], axis=1))
     assert len(trainer.prior) == n_demo + 20  # RLPD adds human steps to the prior data
+
+
+def test_a_new_run_refuses_a_folder_that_holds_one(tmp_path):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    trainer = Trainer(TrainConfig(env=REACH, steps=10, out=str(out), progress=False, video=False))
+    with pytest.raises(ConfigError, match="--resume"):
+        trainer.run()
+    trainer.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -25,15 +26,17 @@ SB3 = "sb3-sac"
 
 # Presets for the issue's claims (budgets sized for a shared 2-core CPU; raise --steps and
 # --seeds on a bigger machine). `agent` applies to every algorithm, SB3 included (init temp).
+# The reach settings of launch/demo_arm_reach.toml and tests/test_learning_slow.py.
+REACH_AGENT = {"init_temperature": 0.01, "gamma": 0.9, "n_step": 3, "actor_lr": 1e-3, "critic_lr": 1e-3}
+
 SUITES: dict[str, dict] = {
     # Default: our sac vs SB3 SAC on the arm reach task, plus the update-speed section.
-    "default": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", SB3], seeds=[0, 1], steps=4000,
-                    eval_every=500, eval_episodes=10, learning_starts=500,
-                    agent={"init_temperature": 0.01}),
+    "default": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", SB3], seeds=[0, 1], steps=5000,
+                    eval_every=500, eval_episodes=10, learning_starts=500, agent=REACH_AGENT),
     # (a) high UTD (DroQ, UTD 20) beats SAC (UTD 1) at the same env-step budget.
     "claims-utd": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", "droq"], seeds=[0, 1],
                        steps=1000, eval_every=250, eval_episodes=10, learning_starts=200,
-                       agent={"init_temperature": 0.01}),
+                       agent=REACH_AGENT),
     # (b) RLPD with 20 scripted demos vs SAC without demos on the lift task (sparse reward).
     # RLPD's UTD is lowered from 20 to 5 so the 10-critic runs fit a shared 2-core CPU.
     "claims-rlpd": dict(envs=["robolearn/ArmLift-v0"], algos=["sac", "rlpd"], seeds=[0, 1],
@@ -59,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--utd", type=int, help="override the UTD of our high-UTD presets (not sac / sb3-sac)")
     p.add_argument("--demos", action="append", default=[], metavar="ALGO=SPEC",
                    help="prior data for one algorithm, e.g. rlpd=scripted:20 (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="learner option for every learner (SB3 where it has an equivalent), e.g. "
+                        "--set gamma=0.99 (repeatable; merged over the suite's options)")
     p.add_argument("--threshold", type=float, help="success rate for the 'env steps to reach' column")
     p.add_argument("--speed", dest="speed", action="store_true", default=None,
                    help="also measure gradient updates/s (ours vs SB3, redq 10 vs 2 critics)")
@@ -80,6 +86,10 @@ def resolve(args) -> dict:
         if not sep:
             raise ConfigError(f"--demos {item!r}: write ALGO=SPEC, e.g. rlpd=scripted:20")
         s["demos"] = {**s["demos"], algo: spec}
+    if args.set:
+        from robolearn.commands.train import parse_overrides
+
+        s["agent"] = {**s.get("agent", {}), **parse_overrides(args.set)}
     s["utd"] = args.utd
     s["speed"] = args.speed if args.speed is not None else args.suite in ("speed", "default")
     if s["envs"] and s["steps"] < 1:
@@ -98,6 +108,7 @@ def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
                       eval_episodes=s["eval_episodes"], learning_starts=s["learning_starts"],
                       demos=s["demos"].get(algo), checkpoint_every=0, video=False, progress=False,
                       agent=agent, out=str(out / "runs" / f"{env_id.split('/')[-1]}-{algo}-s{seed}"))
+    shutil.rmtree(cfg.out, ignore_errors=True)  # the benchmark owns its run folders
     t0 = time.perf_counter()
     trainer = Trainer(cfg)
     try:
@@ -110,6 +121,28 @@ def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
                 updates_per_s=summary["updates_per_s"], wall_s=time.perf_counter() - t0,
                 eval_return=summary["eval_return"], eval_success_rate=summary["eval_success_rate"],
                 demo_transitions=summary["demo_transitions"], utd=summary["utd"], curve=curve)
+
+
+def sb3_options(agent: dict) -> dict:
+    """Our learner options that SB3's SAC has an equivalent for (same defaults otherwise)."""
+    unsupported = sorted(set(agent) - {"init_temperature", "gamma", "n_step", "actor_lr", "critic_lr"})
+    if unsupported:
+        raise ConfigError(f"sb3-sac has no equivalent of {unsupported}; drop them or sb3-sac")
+    lr = {agent.get("actor_lr", 3e-4), agent.get("critic_lr", 3e-4)}
+    if len(lr) != 1:
+        raise ConfigError("sb3-sac uses one learning rate: set actor_lr == critic_lr")
+    return dict(learning_rate=lr.pop(), gamma=agent.get("gamma", 0.99), n_steps=agent.get("n_step", 1),
+                ent_coef=f"auto_{agent.get('init_temperature', 1.0)}")
+
+
+def _state_only(env):
+    """SB3 gets the plain `state` vector (its n-step replay does not take Dict observations)."""
+    import gymnasium as gym
+
+    if list(env.observation_space.spaces) != ["state"]:
+        raise ConfigError(f"sb3-sac runs on state observations only; this env gives "
+                          f"{list(env.observation_space.spaces)}")
+    return gym.wrappers.TransformObservation(env, lambda o: o["state"], env.observation_space["state"])
 
 
 def run_sb3(env_id: str, seed: int, s: dict) -> dict:
@@ -125,13 +158,12 @@ def run_sb3(env_id: str, seed: int, s: dict) -> dict:
     from robolearn.policies.training import make_env
 
     torch.set_num_threads(1)
-    env = make_env(env_id)
+    opts = sb3_options({**s.get("agent", {}), **s.get("per_algo", {}).get(SB3, {})})
+    env = _state_only(make_env(env_id))
     eval_env = make_env(env_id)
-    init_t = s.get("agent", {}).get("init_temperature", 1.0)
-    model = SAC("MultiInputPolicy", env, learning_rate=3e-4, buffer_size=s["steps"] + 1,
-                learning_starts=s["learning_starts"], batch_size=256, tau=0.005, gamma=0.99,
-                train_freq=1, gradient_steps=1, ent_coef=f"auto_{init_t}",
-                policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
+    model = SAC("MlpPolicy", env, buffer_size=s["steps"] + 1, learning_starts=s["learning_starts"],
+                batch_size=256, tau=0.005, train_freq=1, gradient_steps=1,
+                policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0, **opts)
     timing = {"t": 0.0, "n": 0}
     train = model.train
 
@@ -145,7 +177,7 @@ def run_sb3(env_id: str, seed: int, s: dict) -> dict:
     curve: list = []
 
     def policy(obs):
-        return model.predict(obs, deterministic=True)[0]
+        return model.predict(obs["state"], deterministic=True)[0]
 
     class EvalEvery(BaseCallback):
         def _on_step(self) -> bool:

@@ -99,7 +99,7 @@ class LearnerLink(threading.Thread):
         poller.register(socks.dealer, zmq.POLLIN)
         poller.register(socks.sub, zmq.POLLIN)
         last_hello = last_hb = last_flush = 0.0
-        pending: bytes | None = None  # an encoded batch that could not be sent yet
+        pending: list | None = None  # a batch that could not be sent yet
         try:
             while not self._halt.is_set():
                 now = time.monotonic()
@@ -116,14 +116,30 @@ class LearnerLink(threading.Thread):
                     last_hb = now
                     self._send(socks, M.encode(M.HEARTBEAT, actor_id=self.actor_id,
                                                session=self.session))
-                if self.welcomed:
+                for _ in range(8):  # up to 8 batches per turn: drains a backlog quickly
+                    if not self.welcomed:
+                        break
                     if pending is None and self.outbox and (
                             len(self.outbox) >= self.cfg.send_batch
                             or now - last_flush > self.cfg.flush_s):
-                        pending = self._encode_batch()
-                    if pending is not None and self._send(socks, pending):
+                        pending = self._take_batch()
+                    if pending is None:
+                        break
+                    # encoded at each try, so a batch held over a learner restart carries
+                    # the new session
+                    try:
+                        data = self._encode(pending)
+                    except M.MessageError as exc:  # too big: never retry it
+                        log.error("%s: dropped %d transitions: %s", self.actor_id,
+                                  len(pending), exc)
+                        self.dropped += len(pending)
                         pending = None
-                        last_flush = now
+                        continue
+                    if not self._send(socks, data):
+                        break
+                    self.sent += len(pending)
+                    pending = None
+                    last_flush = now
                 self._load_pending_weights()
                 for sock, _ in poller.poll(timeout=5):
                     while True:
@@ -147,17 +163,16 @@ class LearnerLink(threading.Thread):
         except zmq.Again:  # learner not connected (immediate=1): keep it for later
             return False
 
-    def _encode_batch(self) -> bytes | None:
+    def _take_batch(self) -> list | None:
         items = []
         while self.outbox and len(items) < self.cfg.send_batch:
             items.append(self.outbox.popleft())
-        if not items:
-            return None
-        data = M.encode(M.TRANSITIONS, max_bytes=self.cfg.max_message_bytes,
+        return items or None
+
+    def _encode(self, items: list) -> bytes:
+        return M.encode(M.TRANSITIONS, max_bytes=self.cfg.max_message_bytes,
                         actor_id=self.actor_id, session=self.session,
                         batch=M.stack_transitions(items))
-        self.sent += len(items)
-        return data
 
     def _handle(self, frame: bytes, from_pub: bool) -> None:
         try:
@@ -286,6 +301,9 @@ class Actor:
 
     def _on_step(self, tr: dict) -> None:
         info = tr.pop("info")
+        # own copies: an env may reuse its observation buffers between steps
+        tr["obs"] = {k: np.array(v) for k, v in tr["obs"].items()}
+        tr["next_obs"] = {k: np.array(v) for k, v in tr["next_obs"].items()}
         tr["intervention"] = bool(info.get("intervention", False))
         tr["success"] = bool(info.get("success", False))
         tr["step"] = self.control.env_steps

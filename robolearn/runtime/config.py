@@ -35,6 +35,7 @@ class LearnerConfig:
     publish_every: int = 25          # updates between weight broadcasts
     checkpoint_every: int = 0        # updates between checkpoints (0: only at the end)
     eval_episodes: int = 20          # deterministic episodes at the end (0: skip)
+    eval_every: int = 0              # also evaluate every this many env steps (0: only at the end)
     buffer_size: int = 0             # replay capacity (0: total_env_steps or 100k)
     pace: str = "utd"                # "utd": utd updates per received step; "free": as fast as possible
     utd: int | None = None           # shortcut for agent.utd
@@ -91,7 +92,8 @@ class LaunchConfig:
             v = getattr(lc, name)
             if not isinstance(v, int) or not 0 <= v <= 65535:
                 raise ConfigError(f"learner.{name}={v!r}: must be a TCP port (0 = pick a free one)")
-        for name in ("total_env_steps", "checkpoint_every", "eval_episodes", "buffer_size"):
+        for name in ("total_env_steps", "checkpoint_every", "eval_episodes", "buffer_size",
+                     "eval_every"):
             _int_at_least(lc, name, 0, "learner.")
         for name in ("publish_every", "threads", "max_message_bytes"):
             _int_at_least(lc, name, 1, "learner.")

@@ -73,9 +73,10 @@ class Learner:
         self.utd = int(ac.utd)
         self.batch_size = int(ac.batch_size)
         self.learning_starts = int(getattr(ac, "learning_starts", 0))
+        # episode ends take a pad slot each, hence the margin over total_env_steps
         cap = lc.buffer_size or min(int(getattr(ac, "replay_capacity", 1_000_000)),
-                                    max(lc.total_env_steps, 1000) if lc.total_env_steps
-                                    else 1_000_000)
+                                    lc.total_env_steps + lc.total_env_steps // 4 + 1000
+                                    if lc.total_env_steps else 1_000_000)
         n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
         self.replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
                                    n_step=n_step, gamma=gamma, seed=cfg.seed)
@@ -104,6 +105,7 @@ class Learner:
         self.refused = 0
         self.dropped_unknown = 0
         self.last_eval: dict | None = None
+        self.eval_curve: list[tuple[int, float]] = []  # (env_steps, success rate)
         self.sockets = None
         self._metrics_f = None
         self._t_start = time.monotonic()
@@ -278,6 +280,7 @@ class Learner:
         self._metrics_f = open(self.dir / "metrics.jsonl", "a")
         last_metrics = time.monotonic()
         last_ckpt = 0
+        last_eval_step = 0
         upd_mark, t_mark = self.agent.num_updates, time.monotonic()
         total = self.lcfg.total_env_steps
         reason = "stopped"
@@ -295,6 +298,14 @@ class Learner:
                     upd_mark, t_mark = self.agent.num_updates, now
                     self._log({"kind": "train", **self.progress(), "updates_per_s": round(ups, 1)})
                     last_metrics = now
+                ee = self.lcfg.eval_every
+                if ee and self.env_steps - last_eval_step >= ee and self.agent.num_updates:
+                    last_eval_step = self.env_steps
+                    self.last_eval = self.evaluate()
+                    if self.last_eval:
+                        self.eval_curve.append((self.env_steps, self.last_eval["success_rate"]))
+                        self._log({"kind": "eval", "step": self.env_steps,
+                                   "updates": int(self.agent.num_updates), **self.last_eval})
                 ce = self.lcfg.checkpoint_every
                 if ce and self.agent.num_updates - last_ckpt >= ce:
                     self.save_checkpoint()
@@ -376,8 +387,15 @@ class Learner:
             return None
         from robolearn.policies.evaluation import evaluate
 
-        res = evaluate(self.env, lambda o: self.agent.act(o, deterministic=True),
-                       self.lcfg.eval_episodes, seed=self.cfg.seed)
+        calls = [0]
+
+        def policy(obs):  # keep serving actors (heartbeats, transitions) while evaluating
+            calls[0] += 1
+            if self.sockets is not None and calls[0] % 10 == 0:
+                self.poll(0)
+            return self.agent.act(obs, deterministic=True)
+
+        res = evaluate(self.env, policy, self.lcfg.eval_episodes, seed=self.cfg.seed)
         return res.as_dict()
 
     def finish(self, reason: str) -> dict:
@@ -400,6 +418,8 @@ class Learner:
             "eval_return": self.last_eval["return"] if self.last_eval else None,
             "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
             "eval_episodes": self.last_eval["episodes"] if self.last_eval else 0,
+            "eval_curve": self.eval_curve + ([(self.env_steps, self.last_eval["success_rate"])]
+                                             if self.last_eval else []),
             "checkpoint": str(ckpt), "refused": self.refused,
             "data_endpoint": self.sockets.data_endpoint,
             "weights_endpoint": self.sockets.weights_endpoint,

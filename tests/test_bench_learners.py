@@ -1,0 +1,32 @@
+"""`robolearn bench learners` smoke test: a tiny budget, our sac and SB3 SAC side by side."""
+import json
+
+import pytest
+
+from robolearn.bench import learners
+
+
+def test_bench_learners_writes_table_json_and_curves(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "bench"
+    rc = learners.main(["--envs", "robolearn/ArmReach-v0", "--algos", "sac", "sb3-sac", "--seeds", "0",
+                        "--steps", "120", "--learning-starts", "60", "--eval-every", "60",
+                        "--eval-episodes", "1", "--no-speed", "--out", str(out)])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert [(r["algo"], r["env_steps"]) for r in res["runs"]] == [("sac", 120), ("sb3-sac", 120)]
+    for r in res["runs"]:
+        assert [c[0] for c in r["curve"]] == [60, 120]
+        assert r["updates"] >= 60 and r["updates_per_s"] > 0
+    md = (out / "results.md").read_text()
+    assert "| robolearn/ArmReach-v0 | sac |" in md and "| robolearn/ArmReach-v0 | sb3-sac |" in md
+    assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sb3_options_refuse_what_sb3_cannot_do():
+    from robolearn.errors import ConfigError
+
+    assert learners.sb3_options({"gamma": 0.9, "n_step": 3, "init_temperature": 0.01}) == dict(
+        learning_rate=3e-4, gamma=0.9, n_steps=3, ent_coef="auto_0.01")
+    with pytest.raises(ConfigError, match="num_critics"):
+        learners.sb3_options({"num_critics": 10})
