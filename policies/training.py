@@ -10,7 +10,7 @@ Why it looks like this:
   python, the env's). They are written at the first episode boundary after each
   `checkpoint_every` env steps, so a resumed run starts the same next episode the
   uninterrupted run would have started, and continues bit-identically. Files are safetensors,
-  npz (allow_pickle=False) and JSON: nothing is ever unpickled.
+  .npy (allow_pickle=False) and JSON: nothing is ever unpickled.
 - Interventions: when a step's `info["intervention"]` is True, the human's action
   (`info["intervention_action"]`) is what gets stored, flagged; with a prior buffer (RLPD) the
   step is also added to the prior data, as HIL-SERL does.

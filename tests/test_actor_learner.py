@@ -69,6 +69,20 @@ class Procs:
         return p
 
     def kill_all(self):
+        # children of a `launch` run live in their own process groups: if a launcher is still
+        # running here (a failed test), kill its children too (a launcher that exited has
+        # already stopped them, and their pids may be reused by now)
+        launchers_running = any(p.poll() is None and "launch" in p.args for p in self.procs)
+        for rec in self.tmp_path.rglob("launch.json") if launchers_running else ():
+            try:
+                children = json.loads(rec.read_text())["children"].values()
+            except (OSError, ValueError, KeyError):
+                continue
+            for child in children:
+                try:
+                    os.killpg(child["pid"], signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         for p in self.procs:
             if p.poll() is None:
                 try:

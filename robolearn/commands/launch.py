@@ -63,7 +63,6 @@ def run(args) -> int:
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     from robolearn.commands.learner import apply_overrides
     from robolearn.runtime.config import load_launch
@@ -110,6 +109,12 @@ def run(args) -> int:
             print(f"started {name} pid {procs[name].pid} (log {logs / (name + '.log')})", flush=True)
             if name == "learner":
                 time.sleep(0.2)
+        # written now (and again at the end) so a supervisor can find the children if this
+        # launcher itself is killed hard
+        (run_dir / "launch.json").write_text(json.dumps(
+            {"data_endpoint": endpoint(lc.host, port), "weights_endpoint": endpoint(lc.host, wport),
+             "children": {n: {"pid": p.pid, "returncode": None} for n, p in procs.items()},
+             "running": True}, indent=1))
         failed: dict[str, int] = {}
         last_print = time.monotonic()
         learner = procs["learner"]
