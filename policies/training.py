@@ -657,7 +657,7 @@ class Trainer:
         if self.cfg.video:
             try:
                 path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
-                                            episodes=1, seed=self.cfg.seed)
+                                            episodes=3, seed=self.cfg.seed)
                 summary["video"] = path.name
             except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
                 # a renderer-less env... must not throw away a finished run; say why instead

@@ -56,13 +56,15 @@ def test_rlpd_updates_from_recorded_demos(demos):
     agent = make_agent("rlpd", ds.observation_space, ds.action_space, seed=0, batch_size=16)
     sampler = MixedSampler(online, prior, prior_fraction=0.5)
     before = {k: v.clone() for k, v in agent.policy_state().items()}
-    steps = agent.config.policy_delay  # one env step's worth of critic updates: the actor moves once
-    for _ in range(steps):
+    changed = []
+    # the actor steps once per `utd` critic updates (RLPD: once per env step); allow a few
+    for _ in range(3 * agent.config.utd):
         metrics = agent.update(sampler.sample(16))
-    assert agent.num_updates == steps
-    assert all(np.isfinite(v) for v in metrics.values())
-    changed = [k for k, v in agent.policy_state().items() if not torch.equal(v, before[k])]
-    assert changed, "no actor parameter moved"
+        assert all(np.isfinite(v) for v in metrics.values())
+        changed = [k for k, v in agent.policy_state().items() if not torch.equal(v, before[k])]
+        if changed:
+            break
+    assert changed, f"no actor parameter moved in {agent.num_updates} updates"
     act = agent.act({"state": tr["obs"]["state"][0]})
     assert act.shape == (4,) and np.all(np.abs(act) <= 1)
 

@@ -87,10 +87,10 @@ def resolve(args) -> dict:
         if not sep:
             raise ConfigError(f"--demos {item!r}: write ALGO=SPEC, e.g. rlpd=scripted:20")
         s["demos"] = {**s["demos"], algo: spec}
-    if args.set:
+    if args.set:  # applied last: over the suite's options and its per-algorithm ones
         from robolearn.commands.train import parse_overrides
 
-        s["agent"] = {**s.get("agent", {}), **parse_overrides(args.set)}
+        s["set"] = parse_overrides(args.set)
     s["utd"] = args.utd
     s["speed"] = args.speed if args.speed is not None else args.suite in ("speed", "default")
     if s["envs"] and s["steps"] < 1:
@@ -102,7 +102,7 @@ def resolve(args) -> dict:
 def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
     from robolearn.policies.training import TrainConfig, Trainer, read_metrics
 
-    agent = {**s.get("agent", {}), **s.get("per_algo", {}).get(algo, {})}
+    agent = {**s.get("agent", {}), **s.get("per_algo", {}).get(algo, {}), **s.get("set", {})}
     if s.get("utd") and algo != "sac":
         agent["utd"] = s["utd"]
     cfg = TrainConfig(env=env_id, algo=algo, seed=seed, steps=s["steps"], eval_every=s["eval_every"],
@@ -159,7 +159,7 @@ def run_sb3(env_id: str, seed: int, s: dict) -> dict:
     from robolearn.policies.training import make_env
 
     torch.set_num_threads(1)
-    opts = sb3_options({**s.get("agent", {}), **s.get("per_algo", {}).get(SB3, {})})
+    opts = sb3_options({**s.get("agent", {}), **s.get("per_algo", {}).get(SB3, {}), **s.get("set", {})})
     env = _state_only(make_env(env_id))
     eval_env = make_env(env_id)
     model = SAC("MlpPolicy", env, buffer_size=s["steps"] + 1, learning_starts=s["learning_starts"],
@@ -230,6 +230,7 @@ def aggregate(runs: list[dict], threshold: float) -> list[dict]:
         for k in ("eval_return", "eval_success_rate", "updates", "updates_per_s", "wall_s"):
             row[k], row[k + "_std"] = _ms([r[k] for r in rs])
         row["steps_to_threshold"] = reach
+        row["steps_to_first_success"] = [steps_to(r["curve"], 1e-9) for r in rs]
         row["reached"] = sum(x is not None for x in reach)
         row["steps_to_threshold_mean"] = (float(np.mean([x if x is not None else rs[0]["env_steps"] * 1.0
                                                          for x in reach])) if reach else math.nan)
@@ -245,35 +246,47 @@ def markdown(rows: list[dict], s: dict, speed: dict | None, argv: list[str]) -> 
         lines += [f"Budget: {s['steps']} env steps per run, evaluation every {s['eval_every']} steps "
                   f"on {s['eval_episodes']} fixed episodes (deterministic policy), learning_starts "
                   f"{s['learning_starts']}. Agent options for all learners: {s.get('agent', {})}; "
-                  f"per algorithm: {s.get('per_algo', {})}. "
+                  f"per algorithm: {s.get('per_algo', {})}; from --set: {s.get('set', {})}. "
                   f"Demos: {s['demos'] or 'none'}.", ""]
         lines += [f"| env | algo | UTD | seeds | env steps | final eval return | eval success | "
                   f"runs reaching {th:.0%} | env steps to {th:.0%} (mean; unreached = budget) | "
-                  f"gradient updates | updates/s | wall s |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  f"env steps to first eval success | gradient updates | updates/s | wall s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             reach = ", ".join(str(x) if x is not None else "-" for x in r["steps_to_threshold"])
+            first = ", ".join(str(x) if x is not None else "-" for x in r["steps_to_first_success"])
             lines.append(
                 f"| {r['env']} | {r['algo']}{' + demos' if r['demo_transitions'] else ''} | {r['utd']} | "
                 f"{len(r['seeds'])} | {r['env_steps']} | {r['eval_return']:.2f} +- {r['eval_return_std']:.2f} | "
                 f"{r['eval_success_rate']:.2f} +- {r['eval_success_rate_std']:.2f} | {r['reached']}/{len(r['seeds'])} | "
-                f"{r['steps_to_threshold_mean']:.0f} ({reach}) | {r['updates']:.0f} | "
+                f"{r['steps_to_threshold_mean']:.0f} ({reach}) | {first} | {r['updates']:.0f} | "
                 f"{r['updates_per_s']:.1f} +- {r['updates_per_s_std']:.1f} | {r['wall_s']:.0f} |")
         lines.append("")
     if speed:
+        def cell(wall, cpu):
+            return f"{wall:.1f} | {cpu:.1f}" if cpu is not None else f"{wall:.1f} | -"
+
         lines += ["## Update speed", "",
-                  f"Measured in this process ({speed['threads']} thread(s), batch {speed['batch_size']}, "
-                  f"obs {speed['obs_dim']}, action {speed['action_dim']}, 256x256 nets, replay sampling included):", "",
-                  "| learner | gradient updates/s |", "|---|---|",
-                  f"| ours sac (UTD 1) | {speed['ours_sac_updates_per_s']:.1f} |"]
+                  f"Measured in this process by `robolearn.policies.speed.measure_update_speed` "
+                  f"({speed['threads']} thread(s), batch {speed['batch_size']}, obs {speed['obs_dim']}, "
+                  f"action {speed['action_dim']}, 256x256 nets, replay sampling included). CPU-time "
+                  "rates discount the other processes sharing the machine.", "",
+                  "| learner | updates/s (wall) | updates/s (CPU time) |", "|---|---|---|",
+                  f"| ours sac (UTD 1) | {cell(speed['ours_sac_updates_per_s'], speed.get('ours_sac_cpu_updates_per_s'))} |"]
         if speed.get("sb3_sac_updates_per_s"):
-            lines.append(f"| SB3 SAC | {speed['sb3_sac_updates_per_s']:.1f} |")
-        lines += [f"| ours redq, 10 critics | {speed['redq10_updates_per_s']:.1f} |",
-                  f"| ours redq, 2 critics | {speed['redq2_updates_per_s']:.1f} |", ""]
+            lines.append(f"| SB3 SAC | {cell(speed['sb3_sac_updates_per_s'], speed.get('sb3_sac_cpu_updates_per_s'))} |")
+        lines += [f"| ours redq, 10 critics | {speed['redq10_updates_per_s']:.1f} | - |",
+                  f"| ours redq, 2 critics | {speed['redq2_updates_per_s']:.1f} | - |", ""]
         if speed.get("sac_speedup_vs_sb3"):
-            lines.append(f"- ours sac / SB3 SAC updates/s: **{speed['sac_speedup_vs_sb3']:.2f}x**")
+            cpu = speed.get("sac_speedup_vs_sb3_cpu")
+            lines.append(f"- ours sac / SB3 SAC updates/s: **{speed['sac_speedup_vs_sb3']:.2f}x** (wall)"
+                         + (f", **{cpu:.2f}x** (CPU time)" if cpu else ""))
+        cpu = speed.get("redq10_vs_2_cost_ratio_cpu")
         lines.append(f"- 10-critic redq update cost / 2-critic update cost: **{speed['redq10_vs_2_cost_ratio']:.2f}x** "
-                     "(a Python loop over critics would be about 5x)")
+                     "(wall)" + (f", **{cpu:.2f}x** (CPU time)" if cpu else "") + "; well under 10x")
+        if speed.get("ensemble10_batched_vs_loop_speedup"):
+            lines.append(f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
+                         f"{speed['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
         lines.append("")
     return "\n".join(lines)
 
