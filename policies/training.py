@@ -39,6 +39,9 @@ from robolearn.policies.serialize import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
+# what a run writes into its folder (a new run replaces a finished one's)
+RUN_FILES = ("config.json", "metrics.jsonl", "tb", CHECKPOINTS, "summary.json", "learning_curve.png",
+             "eval.mp4", "eval_strip.png")
 
 
 # =============================================================================== config
@@ -193,7 +196,9 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
         except ImportError as exc:
             raise DatasetError(f"cannot read dataset folder {path}: robolearn.data.dataset is not "
                                f"available ({exc}); pass an .npz of transitions instead") from None
-        return load_transitions(path)
+        # only the keys this env/learner uses (a dataset recorded with cameras can train a
+        # state-only learner)
+        return load_transitions(path, keys=list(env.observation_space.spaces))
     if path.suffix != ".npz":
         raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
     return load_npz_transitions(path)
@@ -376,8 +381,17 @@ class Trainer:
         cfg = self.cfg
         if self.env_steps == 0 and self._resumed_from is None and (
                 (self.dir / "metrics.jsonl").exists() or (self.dir / CHECKPOINTS).exists()):
-            raise ConfigError(f"run folder {self.dir} already holds a run: continue it with "
-                              f"`robolearn train --resume {self.dir}`, or pick another --out")
+            if not (self.dir / "summary.json").exists():
+                raise ConfigError(f"run folder {self.dir} holds an unfinished run: continue it with "
+                                  f"`robolearn train --resume {self.dir}`, or pick another --out")
+            # a finished run is replaced (so `make demo` can be run again)
+            print(f"replacing the finished run in {self.dir}")
+            for name in RUN_FILES:
+                p = self.dir / name
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink(missing_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.dir / "config.json").exists():
             self._write_json("config.json", {"train": dataclasses.asdict(cfg),
@@ -590,7 +604,8 @@ class Trainer:
         return d
 
     @classmethod
-    def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None) -> "Trainer":
+    def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None,
+               video: bool | None = None) -> "Trainer":
         """Rebuild a run from its latest checkpoint; `steps` may extend the total budget."""
         ckpt = find_checkpoint(run_dir)
         state = json.loads((ckpt / "trainer.json").read_text())
@@ -598,8 +613,9 @@ class Trainer:
         train["out"] = str(Path(run_dir))
         if steps is not None:
             train["steps"] = steps
-        if progress is not None:
-            train["progress"] = progress
+        for key, value in (("progress", progress), ("video", video)):
+            if value is not None:
+                train[key] = value
         cfg = config_from_dict(train, source=f"checkpoint {ckpt}")
         if cfg.steps < state["env_steps"]:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")

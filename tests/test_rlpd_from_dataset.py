@@ -22,8 +22,9 @@ def _cli(*argv, timeout=300):
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("rlpd") / "demos"
-    r = _cli("record", ENV_ID, "--device", "scripted", "--episodes", "5", "--out", str(out), "--obs", "state",
-             "--seed", "11")
+    # recorded with a camera too (the record default is both): learners pick the keys they use
+    r = _cli("record", ENV_ID, "--device", "scripted", "--episodes", "5", "--out", str(out), "--obs", "both",
+             "--env-kw", 'camera="front"', "--env-kw", "image_size=[32,32]", "--seed", "11")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -34,11 +35,15 @@ def test_rlpd_updates_from_recorded_demos(demos):
     from robolearn.policies.registry import make_agent
 
     torch.manual_seed(0)
+    import gymnasium as gym
+
     ds = Dataset(demos)
-    tr = load_transitions(demos)
-    prior = ReplayBuffer(ds.observation_space, ds.action_space, capacity=1000, seed=0)
+    assert set(ds.observation_space.spaces) == {"state", "front"}
+    space = gym.spaces.Dict({"state": ds.observation_space["state"]})
+    tr = load_transitions(demos, keys=["state"])
+    prior = ReplayBuffer(space, ds.action_space, capacity=1000, seed=0)
     transitions_to_buffer(tr, prior)
-    online = ReplayBuffer(ds.observation_space, ds.action_space, capacity=1000, seed=1)
+    online = ReplayBuffer(space, ds.action_space, capacity=1000, seed=1)
     # a few online transitions (random actions) so the symmetric sampler has both halves
     from robolearn.teleop.session import open_env
 
@@ -53,7 +58,7 @@ def test_rlpd_updates_from_recorded_demos(demos):
         if term or trunc:
             obs, _ = env.reset()
     env.close()
-    agent = make_agent("rlpd", ds.observation_space, ds.action_space, seed=0, batch_size=16)
+    agent = make_agent("rlpd", space, ds.action_space, seed=0, batch_size=16)
     sampler = MixedSampler(online, prior, prior_fraction=0.5)
     before = {k: v.clone() for k, v in agent.policy_state().items()}
     changed = []
@@ -70,7 +75,8 @@ def test_rlpd_updates_from_recorded_demos(demos):
 
 
 def test_train_command_with_demos(demos, tmp_path):
-    """`robolearn train --algo rlpd --demos DATASET` runs end to end and uses every demo step."""
+    """`robolearn train --algo rlpd --demos DATASET` (state obs from a state+camera dataset) runs
+    end to end and uses every demo step."""
     run_dir = tmp_path / "run"
     r = _cli("train", "--env", ENV_ID, "--algo", "rlpd", "--demos", str(demos), "--steps", "40",
              "--learning-starts", "20", "--utd", "1", "--eval-episodes", "1", "--out", str(run_dir),

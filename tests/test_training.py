@@ -8,7 +8,7 @@ import pytest
 
 from robolearn.cli import main
 from robolearn.errors import ConfigError, DatasetError, TrainingError
-from robolearn.policies.training import TrainConfig, Trainer, load_launch
+from robolearn.policies.training import TrainConfig, Trainer, load_launch, train
 
 REACH = "robolearn/ArmReach-v0"
 # small nets and batches keep the smoke runs to seconds on a 2-core machine
@@ -198,10 +198,19 @@ def test_interventions_store_the_human_action_and_feed_rlpd_prior(tmp_path):
     assert len(trainer.prior) == n_demo + 20  # RLPD adds human steps to the prior data
 
 
-def test_a_new_run_refuses_a_folder_that_holds_one(tmp_path):
+def test_a_new_run_refuses_an_unfinished_run_and_replaces_a_finished_one(tmp_path, capsys):
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
     trainer = Trainer(TrainConfig(env=REACH, steps=10, out=str(out), progress=False, video=False))
     with pytest.raises(ConfigError, match="--resume"):
         trainer.run()
     trainer.close()
+    # a finished run (summary.json present) is replaced: `make demo` can run twice
+    (out / "summary.json").write_text("{}")
+    (out / "metrics.jsonl").write_text('{"kind": "eval", "step": 999}\n')
+    cfg = TrainConfig(env=REACH, steps=60, learning_starts=60, eval_every=0, eval_episodes=1, out=str(out),
+                      progress=False, video=False)
+    summary = train(cfg)
+    assert summary["env_steps"] == 60
+    assert "999" not in (out / "metrics.jsonl").read_text()
+    assert "replacing the finished run" in capsys.readouterr().out

@@ -34,7 +34,7 @@ SUITES: dict[str, dict] = {
     "default": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", SB3], seeds=[0, 1], steps=5000,
                     eval_every=500, eval_episodes=10, learning_starts=500, agent=REACH_AGENT),
     # (a) high UTD (DroQ, UTD 20) beats SAC (UTD 1) at the same env-step budget.
-    "claims-utd": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", "droq"], seeds=[0, 1],
+    "claims-utd": dict(envs=["robolearn/ArmReach-v0"], algos=["sac", "droq"], seeds=[0, 1, 2],
                        steps=1000, eval_every=250, eval_episodes=10, learning_starts=200,
                        agent=REACH_AGENT),
     # (b) RLPD with 20 scripted demos vs SAC without demos on the lift task (sparse reward).

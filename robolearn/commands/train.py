@@ -74,9 +74,10 @@ def run(args) -> int:
             raise ConfigError("pass either a launch file or --resume RUN_DIR, not both")
         given = {k for k in FLAGS if getattr(args, k) is not None} - {"steps"}
         if given or args.set:
-            raise ConfigError(f"--resume continues a run with its saved config; only --steps may "
-                              f"change (got {sorted(given) + (['--set'] if args.set else [])})")
-        trainer = Trainer.resume(args.resume, steps=args.steps, progress=args.progress)
+            raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
+                              f"--no-video and --no-progress may change (got "
+                              f"{sorted(given) + (['--set'] if args.set else [])})")
+        trainer = Trainer.resume(args.resume, steps=args.steps, progress=args.progress, video=args.video)
     else:
         import dataclasses
 
