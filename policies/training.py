@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from robolearn.configs import check_keys, read_toml
 from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies import evaluation
 from robolearn.policies.serialize import load_state, save_state
@@ -71,6 +72,7 @@ class TrainConfig:
     progress: bool = True               # tqdm progress bar
     env_kwargs: dict = field(default_factory=dict)
     agent: dict = field(default_factory=dict)
+    reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
 
     def run_dir(self) -> Path:
         if self.out:
@@ -88,7 +90,7 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")
-        for name in ("env_kwargs", "agent"):
+        for name in ("env_kwargs", "agent", "reality_gap"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
         return self
@@ -96,27 +98,14 @@ class TrainConfig:
 
 def config_from_dict(d: dict, source: str = "config") -> TrainConfig:
     """Build a TrainConfig, naming any unknown keys (a typo must not be silently ignored)."""
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1)) else repr(k)
-                 for k in unknown]
-        raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}; valid keys: {', '.join(sorted(known))}")
+    check_keys(d, (f.name for f in dataclasses.fields(TrainConfig)), source)
     return TrainConfig(**d).validate()
 
 
 def load_launch(path: str | Path) -> TrainConfig:
     """Read a launch TOML: top-level keys (or a `[train]` table) are TrainConfig fields;
     `[agent]` and `[env_kwargs]` tables pass through to make_agent / gymnasium.make."""
-    import tomllib
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"launch file {path} not found (see launch/ for examples)")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"launch file {path}: invalid TOML: {exc}") from None
+    data = read_toml(path)
     if "train" in data:
         extra = sorted(set(data) - {"train"})
         if extra:
@@ -141,8 +130,10 @@ class DictObs(gym.ObservationWrapper):
 
 
 def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
-             max_episode_steps: int | None = None, env_kwargs: dict | None = None) -> gym.Env:
-    """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`."""
+             max_episode_steps: int | None = None, env_kwargs: dict | None = None,
+             reality_gap: dict | None = None) -> gym.Env:
+    """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`;
+    a non-empty `reality_gap` table wraps the env with domain randomization / latency / jitter."""
     from robolearn.env import registered_ids
 
     ours = registered_ids()
@@ -172,6 +163,14 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
     if not (np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)):
         # learners emit [-1, 1]; map it onto the env's bounds (robolearn envs already are [-1, 1])
         env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    if reality_gap:
+        from robolearn.sim.randomization import RealityGapConfig, apply_reality_gap
+
+        try:
+            env = apply_reality_gap(env, RealityGapConfig.from_dict(reality_gap))
+        except BaseException:
+            env.close()
+            raise
     return env
 
 
@@ -308,7 +307,7 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
         overrides = dict(cfg.agent)
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)
@@ -368,7 +367,7 @@ class Trainer:
     def eval_env(self) -> gym.Env:
         if self._eval_env is None:
             c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs)
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap)
         return self._eval_env
 
     def policy(self, obs: dict) -> np.ndarray:
@@ -788,7 +787,7 @@ def load_policy(checkpoint: str | Path, render_mode: str | None = None):
         raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
     cfg = config_from_dict(state["train"], source=f"checkpoint {ckpt}")
     torch.set_num_threads(cfg.threads)
-    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, cfg.env_kwargs)
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
     agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
                        **state["agent_overrides"])
     agent.load_policy_state(weights)

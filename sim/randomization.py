@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from robolearn.configs import check_keys, read_toml
 from robolearn.errors import ConfigError
 from robolearn.sim.latency import (ActionLatency, ControlRateJitter, check_latency, check_range,
                                    require_sim, wrapper_rng)
@@ -127,27 +127,20 @@ class RealityGapConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"[{where}] must be a table, got {type(data).__name__}")
         parts = {f.name: f.type for f in dataclasses.fields(cls)}
-        _check_keys(data, parts, where)
+        check_keys(data, parts, where)
         kwargs = {}
         for name, sub in data.items():
             sub_cls = _SECTIONS[name]
             if not isinstance(sub, dict):
                 raise ConfigError(f"[{where}.{name}] must be a table, got {sub!r}")
-            _check_keys(sub, {f.name for f in dataclasses.fields(sub_cls)}, f"{where}.{name}")
+            check_keys(sub, {f.name for f in dataclasses.fields(sub_cls)}, f"{where}.{name}")
             kwargs[name] = sub_cls(**sub)
         return cls(**kwargs)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike, section: str = "reality_gap") -> "RealityGapConfig":
         """Read the `[reality_gap]` table of a TOML launch file."""
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise ConfigError(f"reality-gap config {path!r} not found; pass the path of a TOML launch file")
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        data = read_toml(path, what="reality-gap config", example="launch/reality_gap_arm.toml")
         if section not in data:
             raise ConfigError(f"{path} has no [{section}] table; add one (see launch/reality_gap_arm.toml)")
         return cls.from_dict(data[section], where=section)
@@ -190,12 +183,6 @@ def load_reality_gap(value) -> RealityGapConfig:
     if isinstance(value, (str, os.PathLike)):
         return RealityGapConfig.from_toml(value)
     raise ConfigError(f"reality_gap={value!r}: give a RealityGapConfig, a dict or a TOML file path")
-
-
-def _check_keys(data: dict, allowed, where: str) -> None:
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(unknown)} in [{where}]; allowed: {', '.join(sorted(allowed))}")
 
 
 def _plain(v):

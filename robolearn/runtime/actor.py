@@ -390,7 +390,7 @@ class Actor:
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.training import make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs)
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

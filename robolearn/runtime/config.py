@@ -15,11 +15,11 @@ Unknown keys anywhere raise `ConfigError` naming them (a typo must never be igno
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robolearn.configs import check_keys, read_toml
 from robolearn.errors import ConfigError
 
 LOST_POLICIES = ("continue", "pause", "stop")
@@ -76,6 +76,7 @@ class LaunchConfig:
     out: str | None = None           # run folder (default runs/<env>-<algo>-async-s<seed>)
     keys: str | None = None          # CurveZMQ key folder from `robolearn keygen` (None: plain TCP)
     env_kwargs: dict = field(default_factory=dict)
+    reality_gap: dict = field(default_factory=dict)  # [reality_gap] table, applied on the actors' envs
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
 
@@ -129,18 +130,13 @@ def _int_at_least(obj, name: str, low: int, prefix: str = "") -> None:
 def _build(cls, data: Any, where: str):
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a table of key = value pairs")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1))
-                 else repr(k) for k in unknown]
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(hints)}; valid keys: "
-                          f"{', '.join(sorted(known))}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    check_keys(data, known, where)
     kwargs = dict(data)
     for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig)):
         if name in known and name in kwargs:
             kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
-    for name in ("env_kwargs", "agent"):
+    for name in ("env_kwargs", "agent", "reality_gap"):
         if name in kwargs and not isinstance(kwargs[name], dict):
             raise ConfigError(f"{where}: {name} must be a table")
     return cls(**kwargs)
@@ -152,15 +148,7 @@ def config_from_dict(data: dict, source: str = "config") -> LaunchConfig:
 
 def load_launch(path: str | Path) -> LaunchConfig:
     """Read a launch TOML into a validated LaunchConfig (ConfigError names the problem)."""
-    import tomllib
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"launch file {path} not found (examples: launch/sim_arm_reach_async.toml)")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"launch file {path}: invalid TOML: {exc}") from None
+    data = read_toml(path, example="launch/sim_arm_reach_async.toml")
     return config_from_dict(data, source=f"launch file {path}")
 
 
