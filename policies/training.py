@@ -560,22 +560,6 @@ class Trainer:
     def save_checkpoint(self, final: bool = False) -> Path:
         """Write checkpoints/step_<N>/ then atomically point checkpoints/latest.json at it, so a
         kill at any moment leaves the previous checkpoint usable. Older ones are removed."""
-        root = self.dir / CHECKPOINTS
-        root.mkdir(parents=True, exist_ok=True)
-        name = f"step_{self.env_steps:09d}"
-        d = root / name
-        tmp = root / (name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        save_state(tmp / "agent.safetensors", self.agent.state_dict())
-        from safetensors.torch import save_file
-
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
-                  str(tmp / "policy.safetensors"))
-        self.replay.save(tmp / "replay")
-        if self.prior is not None:
-            self.prior.save(tmp / "prior")
-        save_file({"torch_rng": torch.get_rng_state()}, str(tmp / "torch_rng.safetensors"))
         env_rng = self.env.unwrapped.np_random.bit_generator.state
         # Envs with randomness outside `np_random` (e.g. dm_control's task RandomState) can
         # expose get_rng_state()/set_rng_state(state) (JSON-able) to be resumed exactly too.
@@ -591,16 +575,13 @@ class Trainer:
                     "python": _py_random_state()},
             "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
         }
-        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
-        shutil.rmtree(d, ignore_errors=True)
-        os.replace(tmp, d)
-        ptr = root / (LATEST + ".tmp")
-        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": self.env_steps}))
-        os.replace(ptr, root / LATEST)
-        for old in root.glob("step_*"):
-            if old.name != name:
-                shutil.rmtree(old, ignore_errors=True)
-        return d
+        from safetensors.torch import save_file
+
+        def torch_rng(folder: Path) -> None:
+            save_file({"torch_rng": torch.get_rng_state()}, str(folder / "torch_rng.safetensors"))
+
+        return write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
+                                {"replay": self.replay, "prior": self.prior}, state, torch_rng)
 
     @classmethod
     def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None,
@@ -700,6 +681,39 @@ def _safe_step(line: str) -> float:
         return json.loads(line).get("step", 0)
     except json.JSONDecodeError:  # a line torn by a kill
         return math.inf
+
+
+def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: dict,
+                     write_extra=None) -> Path:
+    """Write root/step_<N>/ (agent state, policy weights, each buffer, trainer.json) in a temp
+    folder, swap it in, then atomically point root/latest.json at it and remove older ones: a
+    kill at any moment leaves the previous checkpoint usable. Shared by `train` and the
+    async learner so `robolearn eval` and resume read one layout."""
+    from safetensors.torch import save_file
+
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step_{env_steps:09d}"
+    final, tmp = root / name, root / (name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_state(tmp / "agent.safetensors", agent.state_dict())
+    save_file({k: v.detach().cpu().contiguous() for k, v in agent.policy_state().items()},
+              str(tmp / "policy.safetensors"))
+    for sub, buffer in buffers.items():
+        if buffer is not None:
+            buffer.save(tmp / sub)
+    if write_extra is not None:
+        write_extra(tmp)
+    (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    ptr = root / (LATEST + ".tmp")
+    ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
+    os.replace(ptr, root / LATEST)
+    for old in root.glob("step_*"):
+        if old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def find_checkpoint(path: str | Path) -> Path:

@@ -341,46 +341,21 @@ class Learner:
         """checkpoints/step_<N>/: agent state, policy weights, replay (safetensors/npy/JSON),
         then checkpoints/latest.json points at it (the layout `robolearn eval` reads)."""
         import dataclasses
-        import shutil
 
-        from safetensors.torch import save_file
-
-        from robolearn.policies.serialize import save_state
+        from robolearn.policies.training import CHECKPOINTS, TrainConfig, write_checkpoint
         from robolearn.runtime.actor import agent_overrides
 
-        root = self.dir / "checkpoints"
-        root.mkdir(parents=True, exist_ok=True)
-        name = f"step_{self.env_steps:09d}"
-        d, tmp = root / name, root / (name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        save_state(tmp / "agent.safetensors", self.agent.state_dict())
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.agent.policy_state().items()},
-                  str(tmp / "policy.safetensors"))
-        self.replay.save(tmp / "replay")
+        c = self.cfg
+        # the single-process trainer's config too, so `robolearn eval --checkpoint` works
+        train = TrainConfig(env=c.env, algo=c.algo, seed=c.seed, obs=c.obs,
+                            steps=max(self.env_steps, 1), max_episode_steps=c.max_episode_steps,
+                            env_kwargs=dict(c.env_kwargs), reality_gap=dict(c.reality_gap),
+                            out=str(self.dir))
         state = {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
-                 "launch": to_dict(self.cfg), "agent_overrides": agent_overrides(self.cfg),
-                 "mode": "async"}
-        try:  # the single-process trainer's config, so `robolearn eval --checkpoint` works
-            from robolearn.policies.training import TrainConfig
-
-            c = self.cfg
-            state["train"] = dataclasses.asdict(TrainConfig(
-                env=c.env, algo=c.algo, seed=c.seed, obs=c.obs, steps=max(self.env_steps, 1),
-                max_episode_steps=c.max_episode_steps, env_kwargs=dict(c.env_kwargs),
-                out=str(self.dir)))
-        except (ImportError, TypeError):
-            pass
-        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
-        shutil.rmtree(d, ignore_errors=True)
-        os.replace(tmp, d)
-        ptr = root / "latest.json.tmp"
-        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": self.env_steps}))
-        os.replace(ptr, root / "latest.json")
-        for old in root.glob("step_*"):
-            if old.name != name:
-                shutil.rmtree(old, ignore_errors=True)
-        return d
+                 "launch": to_dict(c), "agent_overrides": agent_overrides(c), "mode": "async",
+                 "train": dataclasses.asdict(train)}
+        return write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
+                                {"replay": self.replay}, state)
 
     def evaluate(self) -> dict | None:
         if not self.lcfg.eval_episodes:
