@@ -8,7 +8,7 @@ STAMP := $(VENV)/.robolearn-installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= $(MUJOCO_GL)
 
-.PHONY: setup setup-bench demo test test-slow bench clean
+.PHONY: setup setup-bench demo test test-slow clean
 
 setup: $(STAMP)
 
@@ -21,13 +21,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-setup-bench: setup
+setup-bench: $(VENV)/.robolearn-bench-installed
+
+$(VENV)/.robolearn-bench-installed: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	@touch $@
 
 demo: setup
 	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo
 
-test: setup
+# the suite covers the SB3 comparison too, so it installs the benchmark-only extra
+test: setup-bench
 	$(BIN)/python -m pytest -q
 
 test-slow: setup-bench

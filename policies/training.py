@@ -73,6 +73,7 @@ class TrainConfig:
     env_kwargs: dict = field(default_factory=dict)
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
+    intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
 
     def run_dir(self) -> Path:
         if self.out:
@@ -308,6 +309,8 @@ class Trainer:
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
         self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+        from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
+        self.env = maybe_intervene(self.env, cfg.intervene)
         overrides = dict(cfg.agent)
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)

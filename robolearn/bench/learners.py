@@ -42,7 +42,8 @@ SUITES: dict[str, dict] = {
     # paper: UTD 20, 10 critics); raise them with --utd / --set num_critics=10 on a bigger machine.
     "claims-rlpd": dict(envs=["robolearn/ArmLift-v0"], algos=["rlpd", "sac"], seeds=[0, 1],
                         steps=5000, eval_every=500, eval_episodes=10, learning_starts=200,
-                        demos={"rlpd": "scripted:20"}, agent={"init_temperature": 0.01},
+                        demos={"rlpd": "scripted:20"},
+                        agent={"init_temperature": 0.01, "backup_entropy": False, "normalize_obs": True},
                         per_algo={"rlpd": {"utd": 5, "num_critics": 2}}, threshold=0.5),
     # update speed only (no training runs)
     "speed": dict(envs=[], algos=[], seeds=[], steps=0),

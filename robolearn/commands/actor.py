@@ -14,6 +14,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", help="folder for actor_<id>.json (default: the run folder)")
     parser.add_argument("--max-steps", type=int, help="stop after N env steps (0: until the learner stops)")
     parser.add_argument("--hz", type=float, help="loop rate (overrides actor.loop_hz; 0 = unpaced)")
+    from robolearn.teleop.intervention import add_intervene_argument
+    add_intervene_argument(parser)  # --intervene DEVICE (overrides actor.intervene)
 
 
 def run(args) -> int:
@@ -32,6 +34,8 @@ def run(args) -> int:
         cfg.actor.max_steps = args.max_steps
     if args.hz is not None:
         cfg.actor.loop_hz = args.hz
+    if args.intervene is not None:
+        cfg.actor.intervene = args.intervene
     cfg = apply_overrides(cfg, args)
     lc = cfg.learner
     if lc.port == 0 or lc.weights_port == 0:

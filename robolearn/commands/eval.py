@@ -13,6 +13,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--video", default=None, metavar="PATH",
                         help="also record one episode to this MP4 (a PNG strip if video writing fails)")
     parser.add_argument("--seed", type=int, default=None, help="evaluation seed (default: the run's seed)")
+    from robolearn.teleop.intervention import add_intervene_argument
+    add_intervene_argument(parser)  # --intervene DEVICE: a human may take over during evaluation
 
 
 def run(args) -> int:
@@ -25,6 +27,8 @@ def run(args) -> int:
     from robolearn.policies.training import load_policy
 
     policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None)
+    from robolearn.teleop.intervention import maybe_intervene
+    env = maybe_intervene(env, args)
     seed = cfg.seed if args.seed is None else args.seed
     try:
         res = evaluation.evaluate(env, policy, args.episodes, seed=seed)

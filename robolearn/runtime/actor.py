@@ -256,7 +256,9 @@ class Actor:
         self.seed = cfg.seed if seed is None else seed
         self.out_dir = Path(out_dir) if out_dir else None
         self.stop_event = stop or threading.Event()
-        self.env = env if env is not None else _make_env(cfg)
+        from robolearn.teleop.intervention import maybe_intervene  # actor.intervene / --intervene
+
+        self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
         self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
                                              self.env.action_space)
         # two agents: one acting, one being loaded by the link thread (double buffering)

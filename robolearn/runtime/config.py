@@ -63,6 +63,7 @@ class ActorConfig:
     realtime: bool = True            # raise the loop thread's priority, freeze the GC
     threads: int = 1                 # torch threads of the actor
     max_message_bytes: int = 64 << 20
+    intervene: str | None = None     # teleop device a human may take over with (robolearn.teleop)
 
 
 @dataclass
