@@ -12,14 +12,13 @@ Each servo's horn "mounting" (zero offset, direction) is the emulator's hidden t
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 
 from robolearn.drivers import feetech as ft
 from robolearn.drivers.calibration import Calibration, JointCalibration
-from robolearn.drivers.ptylink import Faults, PtyDevice, sleep_until
+from robolearn.drivers.ptylink import EmulatorThreads, Faults, PtyDevice, sleep_until
 from robolearn.errors import ConfigError
 
 # Stand-in arm when the MuJoCo arm is not used: SO-100 class, 5 joints + gripper.
@@ -122,8 +121,10 @@ def scrambled_mounting(names, lower, upper, seed: int = 0, first_id: int = 1) ->
     return Calibration(servos)
 
 
-class ArmEmulator:
+class ArmEmulator(EmulatorThreads):
     """Emulated servo bus. Use as a context manager or call `start()` / `close()`."""
+
+    name = "arm-emulator"
 
     def __init__(self, plant=None, mounting: Calibration | str | None = None,
                  faults: Faults | None = None, baudrate: int = 1_000_000,
@@ -158,21 +159,12 @@ class ArmEmulator:
         self._snap = (self.goal.copy(), np.zeros(n), np.zeros(n))
         self.parser = ft.PacketParser()
         self.packets_handled = 0
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._init_threads()
         self.physics_overruns = 0
-        self.physics_error: Exception | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    @property
-    def path(self) -> str:
-        return self.dev.path
-
     def start(self) -> "ArmEmulator":
-        for target, name in ((self._wire_loop, "arm-emu-wire"), (self._physics_loop, "arm-emu-physics")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._start_loops(self._wire_loop, self._physics_loop)
         return self
 
     def unplug(self, servo_power: bool = False) -> None:
@@ -187,22 +179,6 @@ class ArmEmulator:
             for sid in self.ids:
                 self.tables[sid][ft.TORQUE_ENABLE.address] = 0
         self.dev.unplug()
-
-    def close(self) -> None:
-        self._stop.set()
-        self.dev.close()
-        for t in self._threads:
-            t.join(timeout=2.0)
-        self._threads.clear()
-        self.plant.close()
-        if self.physics_error is not None:
-            raise RuntimeError(f"arm emulator physics crashed: {self.physics_error!r}") from self.physics_error
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
 
     # ------------------------------------------------------------- observable state
     def torque_enabled(self) -> dict[int, bool]:
@@ -221,7 +197,7 @@ class ArmEmulator:
             try:
                 q, dq, load = self.plant.step(self.goal.copy(), self.torque.copy(), self.physics_dt)
             except Exception as exc:  # noqa: BLE001 - a crashed device goes silent, loudly
-                self.physics_error = exc
+                self.error = exc
                 self.faults.silent_ids |= set(self.ids)
                 return
             self._snap = (q, dq, load)          # one reference swap: readers never see a mix

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from robolearn.drivers import car_protocol as cp
-from robolearn.drivers.ptylink import Faults, PtyDevice, sleep_until
+from robolearn.drivers.ptylink import EmulatorThreads, Faults, PtyDevice, sleep_until
 from robolearn.errors import ConfigError
 from robolearn.robot import CarSpec, CarState
 
@@ -79,8 +79,10 @@ def make_plant(kind: str = "auto", period_ms: int = cp.DEFAULT_TELEMETRY_PERIOD_
     return BicyclePlant()
 
 
-class CarEmulator:
+class CarEmulator(EmulatorThreads):
     """Emulated car controller. Context manager, or `start()` / `close()`."""
+
+    name = "car-emulator"
 
     def __init__(self, plant=None, faults: Faults | None = None, baudrate: int = 115_200,
                  timeout_ms: int = cp.DEFAULT_TIMEOUT_MS,
@@ -93,7 +95,6 @@ class CarEmulator:
         self.telemetry_period_ms = int(telemetry_period_ms)
         self.configured = False
         self.muted = False                 # fault: stop sending telemetry
-        self.control_error: Exception | None = None
         self.parser = cp.FrameParser()
         self.last_command: cp.Command | None = None
         self.last_command_at: float | None = None   # monotonic time of the last valid COMMAND
@@ -105,41 +106,16 @@ class CarEmulator:
         self._seq = 0
         self._lock = threading.Lock()
         self._outbox: queue.Queue = queue.Queue()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    @property
-    def path(self) -> str:
-        return self.dev.path
+        self._init_threads()
 
     def start(self) -> "CarEmulator":
-        for target, name in ((self._wire_loop, "car-emu-wire"), (self._control_loop, "car-emu-control"),
-                             (self._sender_loop, "car-emu-sender")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._start_loops(self._wire_loop, self._control_loop, self._sender_loop)
         return self
 
     def unplug(self) -> None:
         """USB cable pulled: the host loses the port; the MCU (own battery) keeps running its
         failsafe, so throttle goes neutral `timeout_ms` later."""
         self.dev.unplug()
-
-    def close(self) -> None:
-        self._stop.set()
-        self.dev.close()
-        for t in self._threads:
-            t.join(timeout=2.0)
-        self._threads.clear()
-        self.plant.close()
-        if self.control_error is not None:
-            raise RuntimeError(f"car emulator crashed: {self.control_error!r}") from self.control_error
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -------------------------------------------------------------------- wire side
     def _wire_loop(self):
@@ -198,7 +174,7 @@ class CarEmulator:
                 self.plant.advance(dt)
                 st = self.plant.read()
             except Exception as exc:  # noqa: BLE001 - a crashed controller goes silent, loudly
-                self.control_error = exc
+                self.error = exc
                 return
             self._enc_m += st.speed * dt
             if not self.muted:

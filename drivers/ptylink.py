@@ -140,3 +140,47 @@ def sleep_until(deadline: float) -> None:
     left = deadline - time.monotonic()
     if left > 0:
         time.sleep(left)
+
+
+class EmulatorThreads:
+    """Lifecycle shared by the device emulators: a pty device, worker threads, a plant.
+
+    Subclasses set `self.dev`, `self.plant` and `self.name`, and list their loops in
+    `start()`. A loop that dies stores its exception in `self.error`; `close()` re-raises it so
+    a test never passes on an emulator that silently stopped simulating.
+    """
+
+    name = "emulator"
+
+    def _init_threads(self) -> None:
+        self.error: Exception | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def path(self) -> str:
+        return self.dev.path
+
+    def _start_loops(self, *loops) -> None:
+        for target in loops:
+            t = threading.Thread(target=target, name=f"{self.name}-{target.__name__.strip('_')}",
+                                 daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.dev.close()
+        for t in self._threads:
+            t.join(timeout=2.0)
+        self._threads.clear()
+        self.plant.close()
+        if self.error is not None:
+            raise RuntimeError(f"{self.name} crashed: {self.error!r}") from self.error
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+

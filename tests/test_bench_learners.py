@@ -30,3 +30,13 @@ def test_sb3_options_refuse_what_sb3_cannot_do():
         learning_rate=3e-4, gamma=0.9, n_steps=3, ent_coef="auto_0.01")
     with pytest.raises(ConfigError, match="num_critics"):
         learners.sb3_options({"num_critics": 10})
+
+
+def test_claims_rlpd_suite_is_a_fair_comparison():
+    """rlpd and sac share every agent option except RLPD's own (UTD, ensemble) and the demos:
+    observation normalisation and the entropy-free backup (SERL) apply to both learners."""
+    s = learners.resolve(learners.build_parser().parse_args(["--suite", "claims-rlpd"]))
+    assert s["algos"] == ["rlpd", "sac"] and s["envs"] == ["robolearn/ArmLift-v0"]
+    assert s["demos"] == {"rlpd": "scripted:20"} and s["threshold"] == 0.5
+    assert s["agent"]["normalize_obs"] is True and s["agent"]["backup_entropy"] is False
+    assert set(s["per_algo"]) == {"rlpd"} and set(s["per_algo"]["rlpd"]) <= {"utd", "num_critics"}
