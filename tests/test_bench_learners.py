@@ -34,9 +34,10 @@ def test_sb3_options_refuse_what_sb3_cannot_do():
 
 def test_claims_rlpd_suite_is_a_fair_comparison():
     """rlpd and sac share every agent option except RLPD's own (UTD, ensemble) and the demos:
-    observation normalisation and the entropy-free backup (SERL) apply to both learners."""
+    observation normalisation and SERL's discount 0.95 / entropy-free backup apply to both."""
     s = learners.resolve(learners.build_parser().parse_args(["--suite", "claims-rlpd"]))
     assert s["algos"] == ["rlpd", "sac"] and s["envs"] == ["robolearn/ArmLift-v0"]
     assert s["demos"] == {"rlpd": "scripted:20"} and s["threshold"] == 0.5
     assert s["agent"]["normalize_obs"] is True and s["agent"]["backup_entropy"] is False
+    assert s["agent"]["gamma"] == 0.95 and len(s["seeds"]) >= 2
     assert set(s["per_algo"]) == {"rlpd"} and set(s["per_algo"]["rlpd"]) <= {"utd", "num_critics"}

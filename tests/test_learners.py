@@ -471,3 +471,27 @@ def test_cpu_allocator_tuning_stops_page_faults():
         mlp_(x).square().mean().backward()
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
     assert faults < 200, faults  # untuned glibc: ~1700 per step (fresh mmap'd pages)
+
+
+@pytest.mark.parametrize("backup_entropy", [True, False])
+def test_td_target_entropy_term_follows_backup_entropy(backup_entropy):
+    """target = r + discount * (min_e Q'(s', a') [- alpha log pi(a'|s')]): the sparse-reward
+    runs (claims-rlpd) drop the entropy term, as SERL does, so it must really be gone."""
+    agent = make_agent("sac", STATE, ACT, seed=3, init_temperature=5.0,
+                       backup_entropy=backup_entropy, **TINY)
+    b = batch_for(STATE, seed=7)
+    gen = torch.Generator().manual_seed(0)
+    gen.set_state(agent.generator.get_state())  # the update's own random stream, replayed
+    with torch.no_grad():
+        s, s2 = torch.as_tensor(b.obs["state"]), torch.as_tensor(b.next_obs["state"])
+        a2, logp2 = agent.actor.sample(s2, gen)
+        v = agent.critic_target(s2, a2).min(0).values
+        q = agent.critic(s, torch.as_tensor(b.action))
+        r, d = torch.as_tensor(b.reward), torch.as_tensor(b.discount)
+        with_ent = r + d * (v - 5.0 * logp2)
+        without = r + d * v
+        loss = {True: 0.5 * (q - with_ent).pow(2).mean(1).sum(),
+                False: 0.5 * (q - without).pow(2).mean(1).sum()}
+    assert abs(float(loss[True] - loss[False])) > 1e-3  # the two targets really differ here
+    got = agent.update(b)["critic_loss"]
+    assert got == pytest.approx(float(loss[backup_entropy]), rel=1e-5)

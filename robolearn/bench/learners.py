@@ -40,10 +40,15 @@ SUITES: dict[str, dict] = {
     # (b) RLPD with 20 scripted demos vs SAC without demos on the lift task (sparse reward).
     # To fit a shared 2-core CPU, RLPD runs UTD 5 with a 2-critic LayerNorm ensemble (the
     # paper: UTD 20, 10 critics); raise them with --utd / --set num_critics=10 on a bigger machine.
-    "claims-rlpd": dict(envs=["robolearn/ArmLift-v0"], algos=["rlpd", "sac"], seeds=[0, 1],
+    # Shared by both learners: normalised observations (the cube height and cube-gripper offset
+    # vary by ~1 cm, joint velocities by ~0.5 rad/s: raw, the critic barely sees the features
+    # that decide success) and SERL's sparse-reward settings, discount 0.95 and no entropy term
+    # in the TD target (with termination on success, an entropy bonus competes with the reward).
+    "claims-rlpd": dict(envs=["robolearn/ArmLift-v0"], algos=["rlpd", "sac"], seeds=[0, 1, 2],
                         steps=5000, eval_every=500, eval_episodes=10, learning_starts=200,
                         demos={"rlpd": "scripted:20"},
-                        agent={"init_temperature": 0.01, "backup_entropy": False, "normalize_obs": True},
+                        agent={"init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
+                               "normalize_obs": True},
                         per_algo={"rlpd": {"utd": 5, "num_critics": 2}}, threshold=0.5),
     # update speed only (no training runs)
     "speed": dict(envs=[], algos=[], seeds=[], steps=0),
