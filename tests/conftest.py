@@ -21,3 +21,12 @@ def env_ids():
     from robolearn.env import registered_ids
 
     return registered_ids()
+
+
+@pytest.fixture
+def term():
+    """A pseudo-terminal (master, slave fds): keyboard teleop tests type into the master."""
+    master, slave = os.openpty()
+    yield master, slave
+    os.close(master)
+    os.close(slave)

@@ -14,14 +14,6 @@ from robolearn.teleop.session import open_env
 ENV_ID = "robolearn/ArmReach-v0"
 
 
-@pytest.fixture
-def term():
-    master, slave = os.openpty()
-    yield master, slave
-    os.close(master)
-    os.close(slave)
-
-
 def test_keyboard_takeover_replaces_policy_action(term):
     master, slave = term
     env = InterventionWrapper(open_env(ENV_ID, "state"),

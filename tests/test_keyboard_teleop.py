@@ -22,14 +22,6 @@ class FakeClock:
         return self.t
 
 
-@pytest.fixture
-def term():
-    master, slave = os.openpty()
-    yield master, slave
-    os.close(master)
-    os.close(slave)
-
-
 def test_keys_map_to_actions_events_and_takeover(term):
     master, slave = term
     clock = FakeClock()

@@ -107,14 +107,6 @@ class ArmTask(Task):
         self._gripper = 0.0
 
     # ------------------------------------------------------------------------ spaces
-    @property
-    def action_space(self) -> gym.spaces.Box:
-        return self._action_space
-
-    @property
-    def state_space(self) -> gym.spaces.Box:
-        return self._state_space
-
     def state_dim(self) -> int:
         return 14 + self.extra_state_dim()
 

@@ -36,15 +36,19 @@ class Task(ABC):
         self.backend = backend
         self.control_hz = float(control_hz)
 
-    @property
-    @abstractmethod
-    def action_space(self) -> gym.spaces.Box:
-        """Always Box(-1, 1): the env documents the mapping to physical commands."""
+    # Subclasses set both in __init__ (their shapes depend on options such as action_mode).
+    _action_space: gym.spaces.Box
+    _state_space: gym.spaces.Box
 
     @property
-    @abstractmethod
+    def action_space(self) -> gym.spaces.Box:
+        """Always Box(-1, 1): the env documents the mapping to physical commands."""
+        return self._action_space
+
+    @property
     def state_space(self) -> gym.spaces.Box:
         """float32 vector space of the `state` observation."""
+        return self._state_space
 
     @abstractmethod
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:

@@ -67,14 +67,6 @@ class CarLap(Task):
         self._last_action = np.zeros(2)
         self._reset_counters()
 
-    @property
-    def action_space(self) -> gym.spaces.Box:
-        return self._action_space
-
-    @property
-    def state_space(self) -> gym.spaces.Box:
-        return self._state_space
-
     # ---------------------------------------------------------------------------- episode
     def _reset_counters(self) -> None:
         self.laps = 0
