@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 setup-bench: $(VENV)/.robolearn-bench-installed
 
 $(VENV)/.robolearn-bench-installed: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,export]'
 	@touch $@
 
 demo: setup

@@ -789,8 +789,8 @@ def train(cfg: TrainConfig) -> dict:
         trainer.close()
 
 
-def load_policy(checkpoint: str | Path, render_mode: str | None = None):
-    """(act_fn, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
+def load_agent(checkpoint: str | Path, render_mode: str | None = None):
+    """(agent, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
     and loads only the policy weights (`policy.safetensors`), as an actor would."""
     from safetensors.torch import load_file
 
@@ -808,4 +808,10 @@ def load_policy(checkpoint: str | Path, render_mode: str | None = None):
     agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
                        **state["agent_overrides"])
     agent.load_policy_state(weights)
+    return agent, env, cfg
+
+
+def load_policy(checkpoint: str | Path, render_mode: str | None = None):
+    """(act_fn, env, TrainConfig): the deterministic policy of a run folder (see load_agent)."""
+    agent, env, cfg = load_agent(checkpoint, render_mode)
     return (lambda obs: agent.act(obs, deterministic=True)), env, cfg
