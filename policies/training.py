@@ -814,7 +814,11 @@ def load_policy(checkpoint: str | Path, render_mode: str | None = None,
     if state["agent_overrides"].get("privileged") != "actor_and_critic" and not (env_kwargs or {}).get("privileged_obs"):
         kwargs.pop("privileged_obs", None)  # acting never needs it: runs where it does not exist
     env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap)
-    agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
-                       **state["agent_overrides"])
-    agent.load_policy_state(weights)
+    try:
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
+                           **state["agent_overrides"])
+        agent.load_policy_state(weights)
+    except BaseException:
+        env.close()
+        raise
     return (lambda obs: agent.act(obs, deterministic=True)), env, cfg
