@@ -310,3 +310,48 @@ def test_sim_dataset_state_matches_real_and_privileged_is_optional(tmp_path):
                                   full["obs"]["state"])
     with pytest.raises(DatasetError, match="privileged_obs=True"):
         load_transitions(tmp_path / "plain", keys=["state", "privileged"])
+
+
+# ------------------------------------------------------------- actor/learner runtime
+def test_runtime_carries_privileged_to_learner_and_actor_never_needs_it(tmp_path):
+    """Sim actors ship `privileged` in their transitions (checked against the env-spec
+    fingerprint); the weights the learner publishes hold the actor only, and load into an
+    agent built for an env without `privileged` (the robot's)."""
+    from robolearn.runtime import messages as M
+    from robolearn.runtime.config import config_from_dict
+    from robolearn.runtime.learner import Learner
+
+    env = gym.make(ARM["push"], privileged_obs=True)
+    fp = M.env_fingerprint(ARM["push"], env.observation_space, env.action_space)
+    assert fp["obs"]["dict"]["privileged"] == {"shape": [16], "dtype": "<f4"}
+    obs, _ = env.reset(seed=0)
+    items = []
+    for i in range(4):
+        a = np.zeros(4, np.float32)
+        nxt, r, te, tr, info = env.step(a)
+        items.append({"obs": obs, "next_obs": nxt, "action": a, "reward": r, "terminated": te,
+                      "truncated": tr, "success": info["success"], "step": i})
+        obs = nxt
+    batch = M.decode(M.encode(M.TRANSITIONS, batch=M.stack_transitions(items), actor_id="a"))["batch"]
+    assert M.check_transitions(batch, fp) == 4
+    np.testing.assert_array_equal(batch["next_obs"]["privileged"][-1], obs["privileged"])
+
+    learner_agent = make_agent("sac", env.observation_space, env.action_space, privileged="critic",
+                               normalize_obs=True, actor_hidden=(16,), critic_hidden=(16,))
+    env.close()
+    weights = M.decode_weights(M.decode(M.encode_weights(learner_agent.policy_state(), 1, fp["hash"])))
+    robot = gym.make(ARM["push"])                                   # no privileged key, like hardware
+    try:
+        actor_agent = make_agent("sac", robot.observation_space, robot.action_space, privileged="critic",
+                                 normalize_obs=True, actor_hidden=(16,), critic_hidden=(16,))
+        actor_agent.load_policy_state(weights)
+        o = robot.reset(seed=1)[0]
+        np.testing.assert_array_equal(actor_agent.act(o, deterministic=True),
+                                      learner_agent.act(o, deterministic=True))
+    finally:
+        robot.close()
+    # a learner whose env has no privileged key refuses the asymmetric critic up front
+    cfg = config_from_dict({"env": ARM["push"], "out": str(tmp_path / "run"),
+                            "learner": {"agent": {"privileged": "critic"}}})
+    with pytest.raises(ConfigError, match="privileged_obs=True"):
+        Learner(cfg)
