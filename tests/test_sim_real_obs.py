@@ -202,6 +202,14 @@ def test_asymmetric_update_uses_privileged_batch_and_resumes():
     twin.load_state_dict(agent.state_dict())
     b = buf.sample(16)
     torch.testing.assert_close(twin.update(b)["critic_loss"], agent.update(b)["critic_loss"])
+    # the full training state rebuilds an act-only agent for a space without `privileged`
+    from robolearn.policies.registry import agent_from_state
+
+    robot_space = gym.spaces.Dict({"state": obs_space["state"]})
+    robot = agent_from_state(agent.state_dict(), robot_space, act_space)
+    assert not robot.can_learn
+    o = {"state": rng.normal(size=17).astype(np.float32)}
+    np.testing.assert_array_equal(robot.act(o, deterministic=True), agent.act(o, deterministic=True))
 
 
 def test_critic_mode_without_privileged_can_act_but_not_train():
