@@ -363,3 +363,22 @@ def test_runtime_carries_privileged_to_learner_and_actor_never_needs_it(tmp_path
                             "learner": {"agent": {"privileged": "critic"}}})
     with pytest.raises(ConfigError, match="privileged_obs=True"):
         Learner(cfg)
+
+
+def test_lift_rlpd_launch_file_is_a_declared_sim_only_study():
+    """launch/sim_arm_lift_rlpd.toml learns lift from state, which needs the cube pose: it asks
+    for the privileged observation in actor and critic, and says so."""
+    from pathlib import Path
+
+    from robolearn.policies.training import load_launch, make_env
+
+    path = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_rlpd.toml"
+    cfg = load_launch(path)
+    assert cfg.env_kwargs == {"privileged_obs": True} and cfg.agent["privileged"] == "actor_and_critic"
+    assert "SIM-ONLY" in path.read_text()
+    env = make_env(cfg.env, cfg.obs, env_kwargs=cfg.env_kwargs)
+    try:
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space, **cfg.agent)
+        assert agent.actor.net[0].in_features == 14 + 13             # state + cube pose
+    finally:
+        env.close()
