@@ -152,9 +152,10 @@ def _space(env_id):
 def test_asymmetric_critic_reads_privileged_and_actor_does_not():
     obs_space, act_space = _space(ARM["lift"])
     s, p, a = 14, 13, 4
-    sym = make_agent("sac", obs_space, act_space)               # default: privileged ignored
-    asym = make_agent("sac", obs_space, act_space, privileged="critic", normalize_obs=True)
-    both = make_agent("sac", obs_space, act_space, privileged="actor_and_critic")
+    small = dict(actor_hidden=(32,), critic_hidden=(32,))
+    sym = make_agent("sac", obs_space, act_space, **small)       # default: privileged ignored
+    asym = make_agent("sac", obs_space, act_space, privileged="critic", normalize_obs=True, **small)
+    both = make_agent("sac", obs_space, act_space, privileged="actor_and_critic", **small)
     first = lambda net: next(m for m in net.modules() if hasattr(m, "weight") and m.weight.dim() >= 2)
     assert first(sym.critic.mlp).in_features == s + a and first(sym.actor.net).in_features == s
     assert first(asym.critic.mlp).in_features == s + p + a and first(asym.actor.net).in_features == s
@@ -382,3 +383,15 @@ def test_lift_rlpd_launch_file_is_a_declared_sim_only_study():
         assert agent.actor.net[0].in_features == 14 + 13             # state + cube pose
     finally:
         env.close()
+
+
+def test_asymmetric_run_resumes_with_privileged_replay(tmp_path):
+    run = _train(tmp_path, ARM["lift"], "critic", privileged_obs=True)
+    trainer = Trainer.resume(run, steps=180, progress=False, video=False)
+    try:
+        assert trainer.replay.spec["privileged"][0] == (13,)          # replay kept the key
+        assert trainer.agent.priv_norm is not None and float(trainer.agent.priv_norm.count) > 0
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    assert summary["env_steps"] == 180
