@@ -320,6 +320,7 @@ class Trainer:
             overrides["learning_starts"] = cfg.learning_starts
         self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                 seed=cfg.seed, **overrides)
+        self.agent.require_learning()
         self.agent_overrides = overrides
         ac = self.agent.config
         n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
@@ -789,9 +790,14 @@ def train(cfg: TrainConfig) -> dict:
         trainer.close()
 
 
-def load_agent(checkpoint: str | Path, render_mode: str | None = None):
+def load_agent(checkpoint: str | Path, render_mode: str | None = None,
+               env_kwargs: dict | None = None):
     """(agent, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
-    and loads only the policy weights (`policy.safetensors`), as an actor would."""
+    and loads only the policy weights (`policy.safetensors`), as an actor would.
+
+    `env_kwargs` override the training env's options, e.g. {"backend": "real", "port": ...} to
+    run a sim-trained policy on hardware. The `privileged` observation is dropped unless the
+    policy's actor reads it (privileged="actor_and_critic", a sim-only study mode)."""
     from safetensors.torch import load_file
 
     from robolearn.policies.registry import make_agent
@@ -804,14 +810,22 @@ def load_agent(checkpoint: str | Path, render_mode: str | None = None):
         raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
     cfg = config_from_dict(state["train"], source=f"checkpoint {ckpt}")
     torch.set_num_threads(cfg.threads)
-    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
-    agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
-                       **state["agent_overrides"])
-    agent.load_policy_state(weights)
+    kwargs = {**cfg.env_kwargs, **(env_kwargs or {})}
+    if state["agent_overrides"].get("privileged") != "actor_and_critic" and not (env_kwargs or {}).get("privileged_obs"):
+        kwargs.pop("privileged_obs", None)  # acting never needs it: runs where it does not exist
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap)
+    try:
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
+                           **state["agent_overrides"])
+        agent.load_policy_state(weights)
+    except BaseException:
+        env.close()
+        raise
     return agent, env, cfg
 
 
-def load_policy(checkpoint: str | Path, render_mode: str | None = None):
+def load_policy(checkpoint: str | Path, render_mode: str | None = None,
+                env_kwargs: dict | None = None):
     """(act_fn, env, TrainConfig): the deterministic policy of a run folder (see load_agent)."""
-    agent, env, cfg = load_agent(checkpoint, render_mode)
+    agent, env, cfg = load_agent(checkpoint, render_mode, env_kwargs)
     return (lambda obs: agent.act(obs, deterministic=True)), env, cfg

@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="agent option override, e.g. --set lr=1e-3 (repeatable; values parsed as TOML)")
+    parser.add_argument("--privileged-obs", dest="privileged_obs", action="store_true", default=None,
+                        help="sim only: add the `privileged` observation (env option privileged_obs=true) "
+                             "for an asymmetric critic, e.g. with --set privileged=critic")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
                         help="skip the evaluation video at the end")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
@@ -74,7 +77,7 @@ def run(args) -> int:
     if args.resume:
         if args.launch:
             raise ConfigError("pass either a launch file or --resume RUN_DIR, not both")
-        given = {k for k in FLAGS if getattr(args, k) is not None} - {"steps"}
+        given = {k for k in (*FLAGS, "privileged_obs") if getattr(args, k) is not None} - {"steps"}
         if given or args.set:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
                               f"--no-video and --no-progress may change (got "
@@ -94,6 +97,8 @@ def run(args) -> int:
         for k in ("video", "progress"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
+        if args.privileged_obs:
+            d["env_kwargs"] = {**d["env_kwargs"], "privileged_obs": True}
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
         trainer = Trainer(config_from_dict(d, source="train options"))
     try:

@@ -531,8 +531,10 @@ def load_transitions(path: str | os.PathLike, keys: Iterable[str] | None = None,
     keys = all_keys if keys is None else list(keys)
     missing = [k for k in keys if k not in all_keys]
     if missing:
+        hint = ("; `privileged` (simulator truth) exists only in sim datasets recorded with "
+                "privileged_obs=True: record one, or train without it" if "privileged" in missing else "")
         raise DatasetError(f"{ds.root}: observation keys {missing} were not recorded (recorded: {all_keys}); "
-                           "record with a matching --obs mode")
+                           f"record with a matching --obs mode{hint}")
     idx = ds.indices if episodes is None else list(episodes)
     obs: dict[str, list] = {k: [] for k in keys}
     nxt: dict[str, list] = {k: [] for k in keys}

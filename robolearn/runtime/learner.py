@@ -69,6 +69,11 @@ class Learner:
                                              self.env.action_space)
         self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                 seed=cfg.seed, **agent_overrides(cfg))
+        try:
+            self.agent.require_learning()
+        except Exception:
+            self.env.close()
+            raise
         ac = self.agent.config
         self.utd = int(ac.utd)
         self.batch_size = int(ac.batch_size)
