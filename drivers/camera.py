@@ -34,7 +34,8 @@ def _is_url(source) -> bool:
     return isinstance(source, str) and "://" in source
 
 #: FFmpeg open / read timeouts for network streams (ms): a dead camera fails, never hangs
-NETWORK_TIMEOUT_MS = 1000
+OPEN_TIMEOUT_MS = 1500
+READ_TIMEOUT_MS = 1000
 
 
 def prepare(image_bgr: np.ndarray, size: tuple[int, int], crop) -> np.ndarray:
@@ -101,8 +102,8 @@ class OpenCVCamera:
             return None
         if _is_url(self.source):
             cap = cv2.VideoCapture(self.source, cv2.CAP_FFMPEG,
-                                   [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, NETWORK_TIMEOUT_MS,
-                                    cv2.CAP_PROP_READ_TIMEOUT_MSEC, NETWORK_TIMEOUT_MS])
+                                   [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS,
+                                    cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS])
         else:
             cap = cv2.VideoCapture(self.source)
         if not cap.isOpened():

@@ -9,7 +9,8 @@ Why: tests, benches and fine-tuning sessions need "a robot" to point `backend="r
 `start_emulator(..., subprocess=True)` runs `robolearn emulate` in its own process instead
 (a real device is another CPU, not threads of the learner). `CameraStreamer` renders the
 plant's cameras from a private copy of its state (taken under the emulator's physics lock)
-at a fixed rate, only while someone watches the stream.
+at a fixed rate, only while someone watches the stream (plus one frame per camera at
+start-up, so a client's first frame never waits for the GL context).
 """
 from __future__ import annotations
 
@@ -59,16 +60,16 @@ class CameraStreamer:
             h, w = self.cfg.size
             g = self.model.vis.global_
             g.offheight, g.offwidth = max(g.offheight, h), max(g.offwidth, w)
-            renderer = None
             d = mujoco.MjData(self.model)
+            renderer = mujoco.Renderer(self.model, h, w)
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
             period = 1.0 / self.cfg.fps
-            t_next = time.monotonic()
+            first = True                         # every stream gets one frame at start-up, so a
+            t_next = time.monotonic()            # client's first read never waits on GL set-up
             while not self._stop.is_set():
-                watched = [n for n in self.names if self.server.clients(n) > 0]
+                watched = [n for n in self.names if first or self.server.clients(n) > 0]
+                first = False
                 if watched:
-                    if renderer is None:         # GL context only once someone watches
-                        renderer = mujoco.Renderer(self.model, h, w)
-                        renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
                     with self.lock:              # a consistent physics state, copied fast
                         mujoco.mj_copyData(d, self.model, self.data)
                     mujoco.mj_forward(self.model, d)
@@ -81,8 +82,7 @@ class CameraStreamer:
                 if now > t_next:                 # rendering slower than fps: no catch-up burst
                     t_next = now
                 self._stop.wait(t_next - now if t_next > now else 0.0)
-            if renderer is not None:
-                renderer.close()
+            renderer.close()
         except Exception as exc:  # noqa: BLE001 - surfaced by close()
             self.error = exc
 
