@@ -276,7 +276,9 @@ class FitResult:
 def fit(replayer: Replayer, names=None, budget: int = 120, seed: int = 0, popsize: int | None = None,
         log: Callable[[str], None] | None = None) -> FitResult:
     """CMA-ES over `names` (default `DEFAULT_FIT[robot]`), in coordinates normalised to each
-    parameter's bounds, starting from the nominal sim; `budget` = max error evaluations."""
+    parameter's bounds, starting from the nominal sim; `budget` = max error evaluations
+    (about: CMA-ES finishes its last generation). One parameter: a grid, then scipy's bounded
+    Brent search."""
     import cma
 
     robot = replayer.robot
@@ -292,22 +294,43 @@ def fit(replayer: Replayer, names=None, budget: int = 120, seed: int = 0, popsiz
     t0 = time.monotonic()
     x0 = np.array([(p.nominal - p.low) / (p.high - p.low) for p in ps])
     before = replayer.error({})
-    opts = {"bounds": [0.0, 1.0], "maxfevals": budget, "seed": seed + 1, "verbose": -9}
-    if popsize:
-        opts["popsize"] = popsize
-    es = cma.CMAEvolutionStrategy(x0, 0.25, opts)
-    best_x, best_f, evals = x0, before, 1
-    while not es.stop():
-        xs = es.ask()
-        fs = [replayer.error(decode(x)) for x in xs]
-        evals += len(xs)
-        es.tell(xs, fs)
-        i = int(np.argmin(fs))
-        if fs[i] < best_f:
-            best_x, best_f = np.asarray(xs[i]), fs[i]
+    best = {"x": x0, "f": before, "evals": 1}
+
+    def f(x):
+        err = replayer.error(decode(np.atleast_1d(x)))
+        best["evals"] += 1
+        if err < best["f"]:
+            best["x"], best["f"] = np.atleast_1d(x).copy(), err
+        return err
+
+    if len(names) == 1:
+        # CMA-ES needs >= 2 dimensions. A grid first (the error is flat wherever a parameter
+        # does not bind, e.g. a speed limit the recording never reached, which misleads a
+        # line search), then scipy's bounded Brent search around the best grid point.
+        from scipy.optimize import minimize_scalar
+
+        n_grid = max(3, min(11, budget // 2))
+        grid = np.linspace(0.0, 1.0, n_grid)
+        errs = [f(x) for x in grid]
+        i = int(np.argmin(errs))
+        step = 1.0 / (n_grid - 1)
+        minimize_scalar(f, bounds=(max(0.0, grid[i] - step), min(1.0, grid[i] + step)), method="bounded",
+                        options={"maxiter": max(1, budget - n_grid - 1), "xatol": 1e-3})
         if log:
-            log(f"  {evals:4d} evals: best error {best_f:.5f} at "
-                + ", ".join(f"{k}={v:.4g}" for k, v in decode(best_x).items()))
+            log(f"  {best['evals']:4d} evals: best error {best['f']:.5f} at "
+                + ", ".join(f"{k}={v:.4g}" for k, v in decode(best["x"]).items()))
+    else:
+        opts = {"bounds": [0.0, 1.0], "maxfevals": budget, "seed": seed + 1, "verbose": -9}
+        if popsize:
+            opts["popsize"] = popsize
+        es = cma.CMAEvolutionStrategy(x0, 0.25, opts)
+        while not es.stop():
+            xs = es.ask()
+            es.tell(xs, [f(x) for x in xs])
+            if log:
+                log(f"  {best['evals']:4d} evals: best error {best['f']:.5f} at "
+                    + ", ".join(f"{k}={v:.4g}" for k, v in decode(best["x"]).items()))
+    best_x, best_f, evals = best["x"], best["f"], best["evals"]
     return FitResult(robot, decode(best_x), before, best_f, evals, time.monotonic() - t0)
 
 
@@ -329,7 +352,8 @@ class ExcitationDevice:
     Why not the task's scripted controller: it stops moving once the task is solved. A fit
     needs fast moves (that hit the servo speed limit), small ones and holds (whose onset
     shows the latency) and reversals, or speed and latency cannot be told apart. Each
-    segment lasts 2..6 steps: a hold (zero action) or a random direction at a random size.
+    segment lasts 2..6 steps: a hold (zero action), or per action dimension a random sign at
+    full or 30% size.
     """
 
     name = "excitation"
@@ -356,7 +380,7 @@ class ExcitationDevice:
             if rng.random() < self.hold_prob:
                 self._a = np.zeros(self.dim)
             else:
-                self._a = rng.uniform(-1, 1, self.dim) * rng.choice([0.5, 1.0])
+                self._a = rng.choice([-1.0, 1.0], self.dim) * rng.choice([0.3, 1.0], self.dim)
         self._left -= 1
         return DeviceCommand(clip_action(self._a, self.dim), True, set())
 
