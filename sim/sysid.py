@@ -55,7 +55,7 @@ CAR_PARAMS = {
     "latency_ms": Param(0.0, 0.0, 200.0, "action latency, ms"),
 }
 PARAMS = {"arm": ARM_PARAMS, "car": CAR_PARAMS}
-DEFAULT_FIT = {"arm": ("servo_gain_scale", "max_speed_scale", "latency_ms"),
+DEFAULT_FIT = {"arm": ("servo_gain_scale", "damping_scale", "max_speed_scale", "latency_ms"),
                "car": ("motor_gain", "steering_offset_rad", "latency_ms")}
 
 

@@ -63,6 +63,23 @@ def test_calibrate_sim_recovers_a_hidden_servo_speed(tmp_path):
         env.close()
 
 
+def test_train_and_launch_configs_accept_sim_params(tmp_path):
+    from robolearn.policies.training import config_from_dict as train_config
+    from robolearn.runtime.actor import _make_env
+    from robolearn.runtime.config import config_from_dict as launch_config
+
+    p = tmp_path / "sim_params.toml"
+    save_sim_params(p, "arm", {"max_speed_scale": 0.5, "latency_ms": 30.0})
+    assert train_config({"env": "robolearn/ArmReach-v0", "sim_params": str(p)}).sim_params == str(p)
+    env = _make_env(launch_config({"env": "robolearn/ArmReach-v0", "sim_params": str(p)}))
+    try:
+        assert env.unwrapped.sim.model.actuator_ctrlrange[0, 1] == pytest.approx(2.5)
+        _, info = env.reset(seed=0)
+        assert info["randomization"]["latency_ms"] == pytest.approx(30.0)
+    finally:
+        env.close()
+
+
 def test_sim_params_files_are_checked(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text('[sim_params]\nrobot = "arm"\nservo_gain = 0.5\n')
