@@ -55,7 +55,7 @@ CAR_PARAMS = {
     "latency_ms": Param(0.0, 0.0, 200.0, "action latency, ms"),
 }
 PARAMS = {"arm": ARM_PARAMS, "car": CAR_PARAMS}
-DEFAULT_FIT = {"arm": ("servo_gain_scale", "damping_scale", "max_speed_scale", "latency_ms"),
+DEFAULT_FIT = {"arm": ("max_speed_scale", "latency_ms"),
                "car": ("motor_gain", "steering_offset_rad", "latency_ms")}
 
 
@@ -352,17 +352,19 @@ class ExcitationDevice:
     Why not the task's scripted controller: it stops moving once the task is solved. A fit
     needs fast moves (that hit the servo speed limit), small ones and holds (whose onset
     shows the latency) and reversals, or speed and latency cannot be told apart. Each
-    segment lasts 2..6 steps: a hold (zero action), or per action dimension a random sign at
-    full or 30% size.
+    segment lasts 2..6 steps: a hold (zero action) or a random direction at full or half size.
     """
 
     name = "excitation"
 
-    def __init__(self, env, seed: int = 0, hold_prob: float = 0.3):
+    def __init__(self, env, seed: int = 0, hold_prob: float = 0.3, center=0.0, half_range=1.0):
         from robolearn.teleop.base import action_dim
 
         self.dim = action_dim(env)
         self.hold_prob = float(hold_prob)
+        # actions = center + half_range * u: e.g. a car's throttle kept forward
+        self.center = np.broadcast_to(np.asarray(center, float), (self.dim,)).copy()
+        self.half_range = np.broadcast_to(np.asarray(half_range, float), (self.dim,)).copy()
         self._rng = np.random.default_rng(seed)
         self._a = np.zeros(self.dim)
         self._left = 0
@@ -380,7 +382,7 @@ class ExcitationDevice:
             if rng.random() < self.hold_prob:
                 self._a = np.zeros(self.dim)
             else:
-                self._a = rng.choice([-1.0, 1.0], self.dim) * rng.choice([0.3, 1.0], self.dim)
+                self._a = self.center + self.half_range * rng.uniform(-1, 1, self.dim) * rng.choice([0.5, 1.0])
         self._left -= 1
         return DeviceCommand(clip_action(self._a, self.dim), True, set())
 

@@ -12,8 +12,8 @@ Sections, each with its baseline measured in the same run:
    stream vs the frames the emulator rendered in the same window; capture latency (publish ->
    frame available in `read()`) of a synthetic MJPEG stream vs an in-process JPEG encode +
    decode of the same frames (the floor without HTTP/FFmpeg).
-3. calibrate-sim: excitation episodes recorded on the hard reality; the fitted parameters vs
-   the hidden values, and trajectory error before / after. The latency the fit sees includes
+3. calibrate-sim, arm and car: excitation episodes recorded on the hard reality; the fitted
+   parameters vs the hidden values, and trajectory error before / after. The latency the fit sees includes
    the host loop's own delay, measured by fitting latency on a no-gap recording.
 
 Results go to --out (default docs/bench/sim2real/): results.md (command at the top) and
@@ -178,7 +178,38 @@ def camera_section(seconds: float) -> dict:
 
 
 # ------------------------------------------------------------------------- 3. calibrate-sim
-def record_excitation(reality, out: Path, episodes: int, steps: int, hz: float, seed: int) -> None:
+CAR = "robolearn/CarLap-v0"
+
+
+class _NoReward:
+    """Reward source for recording car calibration runs (reward is not used by the fit)."""
+
+    def reset(self):
+        pass
+
+    def __call__(self, obs, info):
+        return 0.0, False
+
+
+def _carried_back(env, robot):
+    """Before each car episode the emulated car is put back at rest behind the start line,
+    as a person carries the real car back (hardware has no teleport; the sim's reset does)."""
+    import gymnasium as gym
+
+    class CarriedBack(gym.Wrapper):
+        def reset(self, **kw):
+            emu = robot.emulator
+            with emu.physics_lock:
+                x, y, yaw = emu.plant.track.point_at(-0.4)
+                emu.plant.reset_pose(x, y, yaw)
+            time.sleep(0.15)
+            return self.env.reset(**kw)
+
+    return CarriedBack(env)
+
+
+def record_excitation(kind: str, reality, out: Path, episodes: int, steps: int, seed: int) -> None:
+    """Excitation episodes through the real driver stack into a `robolearn record` dataset."""
     import gymnasium as gym
 
     from robolearn.data.dataset import DatasetWriter
@@ -188,33 +219,46 @@ def record_excitation(reality, out: Path, episodes: int, steps: int, hz: float, 
     from robolearn.teleop.recorder import record
 
     register_all()
-    with start_emulator("arm", reality=reality, cameras=False, seed=seed) as robot:
-        env = gym.make(REACH, backend="real", port=robot.port, obs="state", action_mode="joint",
-                       control_hz=hz, max_episode_steps=steps)
-        writer = DatasetWriter(out, env_id=REACH, control_hz=hz, observation_space=env.observation_space,
+    with start_emulator(kind, reality=reality, cameras=False, seed=seed) as robot:
+        if kind == "arm":
+            env_id = REACH
+            env = gym.make(REACH, backend="real", port=robot.port, obs="state", action_mode="joint",
+                           control_hz=20.0, max_episode_steps=steps)
+            device = ExcitationDevice(env, seed=seed)
+        else:
+            env_id = CAR
+            env = _carried_back(gym.make(CAR, backend="real", port=robot.port, obs="state",
+                                         reward_source=_NoReward(), max_episode_steps=steps), robot)
+            # forward throttle 0.1..0.6 and any steering: the car stays clear of the walls
+            device = ExcitationDevice(env, seed=seed, hold_prob=0.0, center=[0.0, 0.35], half_range=[1.0, 0.25])
+        hz = float(env.unwrapped.task.control_hz)
+        writer = DatasetWriter(out, env_id=env_id, control_hz=hz, observation_space=env.observation_space,
                                action_space=env.action_space, obs_mode="state")
         try:
-            record(env, ExcitationDevice(env, seed=seed), writer, episodes, seed=seed)
+            record(env, device, writer, episodes, seed=seed)
         finally:
             writer.close()
             env.close()
 
 
-def calibrate_section(episodes: int, steps: int, hz: float, budget: int, seed: int, tmp: Path) -> dict:
+def calibrate_section(kind: str, episodes: int, steps: int, budget: int, seed: int, tmp: Path) -> dict:
     from robolearn.drivers.reality import load_reality
     from robolearn.sim.sysid import fit_dataset
 
-    hard = load_reality("hard").arm
-    hidden = {"servo_gain_scale": hard.servo_gain_scale, "damping_scale": hard.damping_scale,
-              "max_speed_scale": hard.max_speed_scale, "latency_ms": hard.latency_ms}
+    hard = load_reality("hard")
+    if kind == "arm":
+        hidden = {"max_speed_scale": hard.arm.max_speed_scale, "latency_ms": hard.arm.latency_ms}
+    else:
+        hidden = {"motor_gain": hard.car.motor_gain, "steering_offset_rad": hard.car.steering_offset_rad,
+                  "latency_ms": hard.car.latency_ms}
     names = tuple(hidden)
     t0 = time.monotonic()
-    record_excitation("hard", tmp / "hard", episodes, steps, hz, seed)
-    record_excitation(None, tmp / "nogap", episodes, steps, hz, seed)
+    record_excitation(kind, "hard", tmp / f"{kind}-hard", episodes, steps, seed)
+    record_excitation(kind, None, tmp / f"{kind}-nogap", episodes, steps, seed)
     rec_s = time.monotonic() - t0
-    _log(f"recorded {episodes} + {episodes} excitation episodes in {rec_s:.0f} s")
-    res = fit_dataset(tmp / "hard", names=names, budget=budget, seed=seed, log=_log)
-    loop = fit_dataset(tmp / "nogap", names=("latency_ms",), budget=12, seed=seed, log=_log)
+    _log(f"{kind}: recorded {episodes} + {episodes} excitation episodes in {rec_s:.0f} s")
+    res = fit_dataset(tmp / f"{kind}-hard", names=names, budget=budget, seed=seed, log=_log)
+    loop = fit_dataset(tmp / f"{kind}-nogap", names=("latency_ms",), budget=12, seed=seed, log=_log)
     loop_ms = loop.values["latency_ms"]
     target = dict(hidden, latency_ms=hidden["latency_ms"] + loop_ms)
     params = {}
@@ -222,11 +266,11 @@ def calibrate_section(episodes: int, steps: int, hz: float, budget: int, seed: i
         rel = abs(res.values[k] - target[k]) / abs(target[k])
         params[k] = {"hidden": hidden[k], "target": target[k], "fitted": res.values[k],
                      "relative_error": rel, "within_15pct": bool(rel <= 0.15)}
-    return {"episodes": episodes, "steps_per_episode": steps, "control_hz": hz, "budget": budget,
+    return {"robot": kind, "episodes": episodes, "steps_per_episode": steps, "budget": budget,
             "fitted_params": list(names), "params": params, "host_loop_latency_ms": loop_ms,
-            "error_before_rad": res.error_before, "error_after_rad": res.error_after,
+            "error_before": res.error_before, "error_after": res.error_after,
             "error_ratio": res.error_before / max(res.error_after, 1e-12),
-            "nogap_error_rad": loop.error_before, "evaluations": res.evaluations,
+            "nogap_error": loop.error_before, "evaluations": res.evaluations,
             "fit_s": res.seconds, "record_s": rec_s}
 
 
@@ -257,11 +301,11 @@ def markdown(r: dict, argv: list[str]) -> str:
                   f"- capture latency (publish -> frame in `read()`), synthetic 84x84 stream: p50 "
                   f"**{c['p50_ms']:.1f} ms**, p90 {c['p90_ms']:.1f} ms over {c['frames']} frames; in-process "
                   f"JPEG encode+decode floor {c['encode_decode_floor_ms']:.2f} ms (p50 = {c['p50_vs_floor']:.0f}x floor)", ""]
-    if "calibrate" in r:
-        c = r["calibrate"]
-        lines += ["## calibrate-sim on the hard reality", "",
-                  f"{c['episodes']} excitation episodes x {c['steps_per_episode']} steps at {c['control_hz']:g} Hz "
-                  f"recorded through the real driver stack; CMA-ES over {', '.join(c['fitted_params'])} "
+    for c in r.get("calibrate", []):
+        unit = "rad (joint angles)" if c["robot"] == "arm" else "(speed m/s and yaw rate rad/s)"
+        lines += [f"## calibrate-sim on the hard reality: {c['robot']}", "",
+                  f"{c['episodes']} excitation episodes x {c['steps_per_episode']} steps recorded through "
+                  f"the real driver stack; fit over {', '.join(c['fitted_params'])} "
                   f"({c['evaluations']} evaluations, {c['fit_s']:.0f} s).", "",
                   "| parameter | hidden | target | fitted | relative error | within 15% |", "|---|---|---|---|---|---|"]
         for k, p in c["params"].items():
@@ -269,9 +313,9 @@ def markdown(r: dict, argv: list[str]) -> str:
                          f"{100 * p['relative_error']:.1f}% | {'yes' if p['within_15pct'] else 'no'} |")
         lines += ["", f"Target = hidden, except latency: hidden + the host loop's own latency "
                   f"({c['host_loop_latency_ms']:.1f} ms, fitted on a no-gap recording).", "",
-                  f"Trajectory error (RMS joint angle): **{c['error_before_rad']:.4f} rad before -> "
-                  f"{c['error_after_rad']:.4f} rad after ({c['error_ratio']:.1f}x lower)**; the no-gap "
-                  f"recording vs nominal sim (noise floor of the real loop): {c['nogap_error_rad']:.4f} rad.", ""]
+                  f"RMS trajectory error {unit}: **{c['error_before']:.4f} before -> "
+                  f"{c['error_after']:.4f} after ({c['error_ratio']:.1f}x lower)**; a no-gap recording vs "
+                  f"the nominal sim (the real loop's floor): {c['nogap_error']:.4f}.", ""]
     return "\n".join(lines)
 
 
@@ -282,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=10, help="scripted episodes per condition")
     parser.add_argument("--calib-episodes", type=int, default=10, help="excitation episodes for calibrate-sim")
     parser.add_argument("--calib-steps", type=int, default=40, help="steps per excitation episode")
-    parser.add_argument("--budget", type=int, default=120, help="calibrate-sim evaluations (CMA-ES)")
+    parser.add_argument("--budget", type=int, default=120, help="calibrate-sim evaluations, arm (CMA-ES)")
+    parser.add_argument("--car-budget", type=int, default=200, help="calibrate-sim evaluations, car")
+    parser.add_argument("--car-steps", type=int, default=30, help="steps per car excitation episode")
     parser.add_argument("--camera-seconds", type=float, default=5.0, help="window of each camera measurement")
     parser.add_argument("--sections", default="scripted,camera,calibrate",
                         help="comma-separated subset of scripted, camera, calibrate")
@@ -309,8 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     if "calibrate" in sections:
         tmp = Path(tempfile.mkdtemp(prefix="sim2real-"))
         try:
-            r["calibrate"] = calibrate_section(args.calib_episodes, args.calib_steps, 20.0, args.budget,
-                                               args.seed, tmp)
+            r["calibrate"] = [
+                calibrate_section("arm", args.calib_episodes, args.calib_steps, args.budget, args.seed, tmp),
+                calibrate_section("car", args.calib_episodes, args.car_steps, args.car_budget, args.seed, tmp)]
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     out = Path(args.out)

@@ -21,8 +21,8 @@ def add_arguments(parser) -> None:
                                         "with the state observation")
     parser.add_argument("--out", required=True, help="where to write the fitted sim_params TOML")
     parser.add_argument("--params", default=None,
-                        help="comma-separated parameters to fit (default arm: servo_gain_scale,damping_scale,"
-                             "max_speed_scale,latency_ms; car: motor_gain,steering_offset_rad,latency_ms)")
+                        help="comma-separated parameters to fit (default arm: max_speed_scale,latency_ms; "
+                             "car: motor_gain,steering_offset_rad,latency_ms)")
     parser.add_argument("--budget", type=int, default=120, help="max trajectory-error evaluations (default 120)")
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--seed", type=int, default=0, help="CMA-ES seed")
