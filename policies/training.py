@@ -73,6 +73,7 @@ class TrainConfig:
     env_kwargs: dict = field(default_factory=dict)
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
+    sim_params: str | None = None       # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
 
     def run_dir(self) -> Path:
@@ -132,9 +133,10 @@ class DictObs(gym.ObservationWrapper):
 
 def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
              max_episode_steps: int | None = None, env_kwargs: dict | None = None,
-             reality_gap: dict | None = None) -> gym.Env:
+             reality_gap: dict | None = None, sim_params: str | None = None) -> gym.Env:
     """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`;
-    a non-empty `reality_gap` table wraps the env with domain randomization / latency / jitter."""
+    `sim_params` (a calibrate-sim TOML) sets the sim's fitted physics; a non-empty
+    `reality_gap` table wraps the env with domain randomization / latency / jitter."""
     from robolearn.env import registered_ids
 
     ours = registered_ids()
@@ -164,6 +166,14 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
     if not (np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)):
         # learners emit [-1, 1]; map it onto the env's bounds (robolearn envs already are [-1, 1])
         env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    if sim_params:
+        from robolearn.sim.sysid import apply_sim_params, load_sim_params
+
+        try:
+            env = apply_sim_params(env, load_sim_params(sim_params))
+        except BaseException:
+            env.close()
+            raise
     if reality_gap:
         from robolearn.sim.randomization import RealityGapConfig, apply_reality_gap
 
@@ -308,7 +318,8 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+                            cfg.sim_params)
         from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
         self.env = maybe_intervene(self.env, cfg.intervene)
         overrides = dict(cfg.agent)
@@ -371,7 +382,8 @@ class Trainer:
     def eval_env(self) -> gym.Env:
         if self._eval_env is None:
             c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap)
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap,
+                                      c.sim_params)
         return self._eval_env
 
     def policy(self, obs: dict) -> np.ndarray:
@@ -813,7 +825,8 @@ def load_agent(checkpoint: str | Path, render_mode: str | None = None,
     kwargs = {**cfg.env_kwargs, **(env_kwargs or {})}
     if state["agent_overrides"].get("privileged") != "actor_and_critic" and not (env_kwargs or {}).get("privileged_obs"):
         kwargs.pop("privileged_obs", None)  # acting never needs it: runs where it does not exist
-    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap)
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap,
+                   cfg.sim_params)
     try:
         agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
                            **state["agent_overrides"])

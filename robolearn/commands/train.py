@@ -26,6 +26,7 @@ FLAGS = {
     "buffer_size": (int, "replay capacity (default: --steps)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
+    "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
     "intervene": (str, "let a human take over with this teleop device (keyboard, gamepad, spacemouse, "
                        "leader, scripted); the steps they drive are flagged intervention=True"),
 }

@@ -392,7 +392,8 @@ class Actor:
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.training import make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+                    cfg.sim_params)
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

@@ -78,6 +78,7 @@ class LaunchConfig:
     keys: str | None = None          # CurveZMQ key folder from `robolearn keygen` (None: plain TCP)
     env_kwargs: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table, applied on the actors' envs
+    sim_params: str | None = None    # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
 

@@ -355,6 +355,7 @@ class Learner:
         train = TrainConfig(env=c.env, algo=c.algo, seed=c.seed, obs=c.obs,
                             steps=max(self.env_steps, 1), max_episode_steps=c.max_episode_steps,
                             env_kwargs=dict(c.env_kwargs), reality_gap=dict(c.reality_gap),
+                            sim_params=c.sim_params,
                             out=str(self.dir))
         state = {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
                  "launch": to_dict(c), "agent_overrides": agent_overrides(c), "mode": "async",
