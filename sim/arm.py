@@ -222,9 +222,11 @@ class ArmSim:
         return q[a:a + 3].copy(), q[a + 3:a + 7].copy()
 
     def set_target_marker(self, pos, visible: bool = True) -> None:
-        """Move the goal marker (visual only) and show/hide it in renders."""
+        """Move the goal marker (visual only) and show/hide it in renders. Kinematics are
+        recomputed at once so the next render (frame 0 after a reset) shows the new goal."""
         self.data.mocap_pos[self._target_mocap] = pos
         self.model.geom_rgba[self.model.geom("target").id, 3] = 0.5 if visible else 0.0
+        mujoco.mj_kinematics(self.model, self.data)
 
     def set_cube_visible(self, visible: bool) -> None:
         """Show or hide the cube in renders (tasks without the cube park it out of the way)."""
