@@ -40,7 +40,7 @@ from robolearn.policies.serialize import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
-# what a run writes into its folder (a new run replaces a finished one's)
+# what a run writes into its folder (a new run refuses to start over them unless overwrite=True)
 RUN_FILES = ("config.json", "metrics.jsonl", "tb", CHECKPOINTS, "summary.json", "learning_curve.png",
              "eval.mp4", "eval_strip.png")
 
@@ -74,6 +74,7 @@ class TrainConfig:
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
+    overwrite: bool = False             # a new run may replace an earlier run in `out`
 
     def run_dir(self) -> Path:
         if self.out:
@@ -381,19 +382,8 @@ class Trainer:
         """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
         Returns the summary (also written to summary.json when the run completes)."""
         cfg = self.cfg
-        if self.env_steps == 0 and self._resumed_from is None and (
-                (self.dir / "metrics.jsonl").exists() or (self.dir / CHECKPOINTS).exists()):
-            if not (self.dir / "summary.json").exists():
-                raise ConfigError(f"run folder {self.dir} holds an unfinished run: continue it with "
-                                  f"`robolearn train --resume {self.dir}`, or pick another --out")
-            # a finished run is replaced (so `make demo` can be run again)
-            print(f"replacing the finished run in {self.dir}")
-            for name in RUN_FILES:
-                p = self.dir / name
-                if p.is_dir():
-                    shutil.rmtree(p)
-                else:
-                    p.unlink(missing_ok=True)
+        if self.env_steps == 0 and self._resumed_from is None:
+            self._clear_earlier_run()
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.dir / "config.json").exists():
             self._write_json("config.json", {"train": dataclasses.asdict(cfg),
@@ -483,6 +473,27 @@ class Trainer:
         finally:
             bar.close()
             self._close_logs()
+
+    def _clear_earlier_run(self) -> None:
+        """A run folder is never wiped unless the user said so (`--overwrite`): checkpoints,
+        metrics and TensorBoard logs of an earlier run are results."""
+        found = [name for name in RUN_FILES if (self.dir / name).exists()]
+        if not found:
+            return
+        if not self.cfg.overwrite:
+            finished = (self.dir / "summary.json").exists()
+            raise ConfigError(
+                f"run folder {self.dir} already holds a{' finished' if finished else 'n unfinished'} run "
+                f"({', '.join(found)}): pick another --out, "
+                + ("" if finished else f"continue it with `robolearn train --resume {self.dir}`, ")
+                + "or pass --overwrite to delete it and start again")
+        print(f"--overwrite: deleting the earlier run in {self.dir}")
+        for name in found:
+            p = self.dir / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
 
     def _update(self, batch) -> dict:
         try:

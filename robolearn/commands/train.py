@@ -39,6 +39,8 @@ def add_arguments(parser) -> None:
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="agent option override, e.g. --set lr=1e-3 (repeatable; values parsed as TOML)")
+    parser.add_argument("--overwrite", action="store_true", default=None,
+                        help="delete an earlier run in --out and start again (refused without it)")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
                         help="skip the evaluation video at the end")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
@@ -74,6 +76,8 @@ def run(args) -> int:
     if args.resume:
         if args.launch:
             raise ConfigError("pass either a launch file or --resume RUN_DIR, not both")
+        if args.overwrite:
+            raise ConfigError("--resume continues the run in RUN_DIR; --overwrite would delete it: pass one")
         given = {k for k in FLAGS if getattr(args, k) is not None} - {"steps"}
         if given or args.set:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
@@ -91,7 +95,7 @@ def run(args) -> int:
         for k in FLAGS:
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
-        for k in ("video", "progress"):
+        for k in ("video", "progress", "overwrite"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
