@@ -24,6 +24,8 @@ import math
 import os
 import random
 import shutil
+import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -401,8 +403,10 @@ class Trainer:
         upd_time, upd_count = 0.0, 0
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
+        self._interrupted = None
+        old_handlers = self._catch_stop_signals()
         try:
-            while self.env_steps < target:
+            while self.env_steps < target and self._interrupted is None:
                 obs = self._obs
                 if self.env_steps < learning_starts:
                     action = self.rng.uniform(a_low, a_high).astype(np.float32)
@@ -462,6 +466,11 @@ class Trainer:
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
                     self._obs, _ = self.env.reset()
                 bar.update(1)
+            if self._interrupted is not None:  # Ctrl-C / SIGTERM: keep what was learned
+                bar.close()
+                self.wall_before += time.perf_counter() - t0
+                self.save_checkpoint()
+                return self._finish_interrupted()
             if self.env_steps < cfg.steps:  # stopped early on request
                 self.wall_before += time.perf_counter() - t0
                 return {"env_steps": self.env_steps, "updates": self.updates}
@@ -471,8 +480,42 @@ class Trainer:
             self.save_checkpoint(final=True)
             return self._finish()
         finally:
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
             bar.close()
             self._close_logs()
+
+    def _catch_stop_signals(self) -> dict:
+        """SIGINT/SIGTERM end the loop at the next env step (then a checkpoint and the summary
+        are written); a second signal aborts at once. Only the main thread may install them."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum, frame):
+            if self._interrupted is not None:
+                raise KeyboardInterrupt
+            self._interrupted = signal.Signals(signum).name
+            print(f"\n{self._interrupted}: stopping at env step {self.env_steps}, saving a checkpoint "
+                  "(send it again to abort without saving)", file=sys.stderr, flush=True)
+
+        return {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _finish_interrupted(self) -> dict:
+        """summary.json of a run stopped by a signal: where it stopped and how to go on."""
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
+            "interrupted": True, "signal": self._interrupted,
+            "env_steps": self.env_steps, "steps": self.cfg.steps, "updates": self.updates,
+            "episodes": self.episodes, "wall_s": round(self.wall_before, 3),
+            "eval_return": self.last_eval["return"] if self.last_eval else None,
+            "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
+            "checkpoint": str(find_checkpoint(self.dir)),
+            "resume": f"robolearn train --resume {self.dir}",
+        }
+        self._write_json("summary.json", summary)
+        return summary
 
     def _clear_earlier_run(self) -> None:
         """A run folder is never wiped unless the user said so (`--overwrite`): checkpoints,

@@ -106,4 +106,8 @@ def run(args) -> int:
         trainer.close()
     print(json.dumps(summary, indent=2))
     print(f"run folder: {trainer.dir}", file=sys.stderr)
+    if summary.get("interrupted"):
+        print(f"robolearn train: interrupted at env step {summary['env_steps']}; checkpoint saved. "
+              f"Continue with `robolearn train --resume {trainer.dir}`", file=sys.stderr)
+        return 130
     return 0
