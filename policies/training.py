@@ -386,11 +386,16 @@ class Trainer:
         cfg = self.cfg
         if self.env_steps == 0 and self._resumed_from is None:
             self._clear_earlier_run()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not (self.dir / "config.json").exists():
-            self._write_json("config.json", {"train": dataclasses.asdict(cfg),
-                                             "agent": _config_dict(self.agent.config)})
-        self._open_logs()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if not (self.dir / "config.json").exists():
+                self._write_json("config.json", {"train": dataclasses.asdict(cfg),
+                                                 "agent": _config_dict(self.agent.config)})
+            self._open_logs()
+        except OSError as exc:
+            self._close_logs()
+            raise ConfigError(f"cannot write the run folder {self.dir} ({exc.strerror or exc}): "
+                              "pick a writable --out") from None
         ac = self.agent.config
         utd, bs = int(ac.utd), int(ac.batch_size)
         learning_starts = int(getattr(ac, "learning_starts", 0))
@@ -609,9 +614,7 @@ class Trainer:
                 self._writer.add_scalar(f"{kind}/{k}", float(v), rec["step"])
 
     def _write_json(self, name: str, obj: dict) -> None:
-        tmp = self.dir / (name + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2))
-        os.replace(tmp, self.dir / name)
+        write_json_atomic(self.dir / name, obj, indent=2)
 
     # ------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, final: bool = False) -> Path:
@@ -645,7 +648,7 @@ class Trainer:
                video: bool | None = None) -> "Trainer":
         """Rebuild a run from its latest checkpoint; `steps` may extend the total budget."""
         ckpt = find_checkpoint(run_dir)
-        state = json.loads((ckpt / "trainer.json").read_text())
+        state = read_json_file(ckpt / "trainer.json")
         train = dict(state["train"])
         train["out"] = str(Path(run_dir))
         if steps is not None:
@@ -674,9 +677,7 @@ class Trainer:
         self.rng.bit_generator.state = _unjson_rng(rng["loop"])
         np.random.set_state(_unjson_rng(rng["numpy_global"]))
         _set_py_random_state(rng["python"])
-        from safetensors.torch import load_file
-
-        torch.set_rng_state(load_file(str(ckpt / "torch_rng.safetensors"))["torch_rng"])
+        torch.set_rng_state(read_tensors_file(ckpt / "torch_rng.safetensors")["torch_rng"])
         # The checkpoint was taken at an episode boundary just before reset(): seed the env
         # once (the first reset must be seeded in gymnasium), then restore its RNG and reset
         # so the next episode is the one the uninterrupted run would have started.
@@ -748,29 +749,76 @@ def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: di
     async learner so `robolearn eval` and resume read one layout."""
     from safetensors.torch import save_file
 
-    root.mkdir(parents=True, exist_ok=True)
     name = f"step_{env_steps:09d}"
     final, tmp = root / name, root / (name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_state(tmp / "agent.safetensors", agent.state_dict())
-    save_file({k: v.detach().cpu().contiguous() for k, v in agent.policy_state().items()},
-              str(tmp / "policy.safetensors"))
-    for sub, buffer in buffers.items():
-        if buffer is not None:
-            buffer.save(tmp / sub)
-    if write_extra is not None:
-        write_extra(tmp)
-    (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
     ptr = root / (LATEST + ".tmp")
-    ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
-    os.replace(ptr, root / LATEST)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_state(tmp / "agent.safetensors", agent.state_dict())
+        save_file({k: v.detach().cpu().contiguous() for k, v in agent.policy_state().items()},
+                  str(tmp / "policy.safetensors"))
+        for sub, buffer in buffers.items():
+            if buffer is not None:
+                buffer.save(tmp / sub)
+        if write_extra is not None:
+            write_extra(tmp)
+        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
+        os.replace(ptr, root / LATEST)
+    except OSError as exc:  # disk full, read-only, quota: keep the previous checkpoint intact
+        shutil.rmtree(tmp, ignore_errors=True)
+        ptr.unlink(missing_ok=True)
+        try:
+            prev = str(find_checkpoint(root))
+        except DatasetError:
+            prev = None
+        kept = (f"the previous checkpoint {prev} is kept (continue from it with `robolearn train "
+                f"--resume {root.parent}`)" if prev else "there is no earlier checkpoint")
+        raise DatasetError(f"cannot write checkpoint {final} ({exc.strerror or exc}): free disk "
+                           f"space or pick a writable folder; {kept}") from None
     for old in root.glob("step_*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def write_json_atomic(path: Path, obj: Any, indent: int | None = None) -> None:
+    """Write a JSON file via a temp file + rename; the temp file never outlives a failure."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=indent))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file of a run/checkpoint; a truncated or corrupt one is a DatasetError naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise DatasetError(f"{path} is missing: the checkpoint is incomplete") from None
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path} is truncated or corrupt ({exc}); restore it from a copy or "
+                           "use an earlier run") from None
+
+
+def read_tensors_file(path: Path) -> dict:
+    """A safetensors file of a checkpoint; a truncated or corrupt one is a DatasetError naming it."""
+    from safetensors.torch import load_file
+
+    if not Path(path).is_file():
+        raise DatasetError(f"{path} is missing: the checkpoint is incomplete")
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+        raise DatasetError(f"{path} is truncated or corrupt ({exc}); restore it from a copy or "
+                           "use an earlier run") from None
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -778,8 +826,10 @@ def find_checkpoint(path: str | Path) -> Path:
     p = Path(path)
     for root in (p / CHECKPOINTS, p):
         if (root / LATEST).is_file():
-            name = json.loads((root / LATEST).read_text())["checkpoint"]
-            return root / name
+            ptr = read_json_file(root / LATEST)
+            if not isinstance(ptr, dict) or not isinstance(ptr.get("checkpoint"), str):
+                raise DatasetError(f"{root / LATEST} is truncated or corrupt (no 'checkpoint' entry)")
+            return root / ptr["checkpoint"]
     if (p / "trainer.json").is_file():
         return p
     raise DatasetError(f"no checkpoint in {p}: pass a run folder written by `robolearn train` "
@@ -846,16 +896,11 @@ def train(cfg: TrainConfig) -> dict:
 def load_policy(checkpoint: str | Path, render_mode: str | None = None):
     """(act_fn, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
     and loads only the policy weights (`policy.safetensors`), as an actor would."""
-    from safetensors.torch import load_file
-
     from robolearn.policies.registry import make_agent
 
     ckpt = find_checkpoint(checkpoint)
-    try:
-        state = json.loads((ckpt / "trainer.json").read_text())
-        weights = load_file(str(ckpt / "policy.safetensors"))
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
+    state = read_json_file(ckpt / "trainer.json")
+    weights = read_tensors_file(ckpt / "policy.safetensors")
     cfg = config_from_dict(state["train"], source=f"checkpoint {ckpt}")
     torch.set_num_threads(cfg.threads)
     env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
