@@ -232,6 +232,15 @@ class DatasetWriter:
     def num_episodes(self) -> int:
         return len(self.meta["episodes"])
 
+    def recorded_seeds(self) -> list[int]:
+        """Reset seeds of the episodes already in the dataset (appending continues after them)."""
+        return sorted(e["seed"] for e in self.meta["episodes"] if isinstance(e.get("seed"), int))
+
+    def next_seed(self) -> int:
+        """The first reset seed after every recorded one: appended demos never repeat earlier ones."""
+        seeds = self.recorded_seeds()
+        return seeds[-1] + 1 if seeds else 0
+
     def next_index(self) -> int:
         used = [e["index"] for e in self.meta["episodes"]]
         return max(used) + 1 if used else 0
