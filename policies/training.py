@@ -138,9 +138,10 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
              reality_gap: dict | None = None) -> gym.Env:
     """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`;
     a non-empty `reality_gap` table wraps the env with domain randomization / latency / jitter."""
-    from robolearn.env import registered_ids
+    from robolearn.env import registered_ids, resolve_env_id
 
     ours = registered_ids()
+    env_id = resolve_env_id(env_id)  # "module:EnvId-v0" imports module first, as gymnasium does
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -209,10 +210,18 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
 
 def load_npz_transitions(path: Path) -> dict:
     """An .npz with obs_<key>, next_obs_<key>, action, reward, terminated, truncated."""
+    arrays, key = {}, None
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:  # truncated zip, pickled object arrays, ...
+            for key in z.files:
+                arrays[key] = z[key]
+    except ValueError as exc:
+        if "pickle" in str(exc):  # never offer to unpickle: a demo file must not run code
+            raise DatasetError(f"demos {path}: array {key!r} holds Python objects (pickled); robolearn "
+                               "reads only plain numeric/bool arrays - save them with "
+                               "np.savez(path, obs_state=np.asarray(x, np.float32), ...)") from None
+        raise DatasetError(f"cannot read demos {path}: {exc}") from None
+    except Exception as exc:  # truncated zip, not an npz, ...
         raise DatasetError(f"cannot read demos {path}: {exc}") from None
     need = ("action", "reward", "terminated", "truncated")
     missing = [k for k in need if k not in arrays]

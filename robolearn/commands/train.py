@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", metavar="RUN_DIR", default=None,
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="agent option override, e.g. --set lr=1e-3 (repeatable; values parsed as TOML)")
+                        help="agent option override, e.g. --set critic_lr=1e-3 (repeatable; values parsed as TOML)")
     parser.add_argument("--overwrite", action="store_true", default=None,
                         help="delete an earlier run in --out and start again (refused without it)")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
@@ -56,7 +56,7 @@ def parse_overrides(items: list[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set lr=3e-4")
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set critic_lr=3e-4")
         try:
             out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
