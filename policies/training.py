@@ -196,13 +196,17 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
                            "(robolearn record), an .npz of transitions, or scripted:N")
     if path.is_dir():
         try:
-            from robolearn.data.dataset import load_transitions
+            from robolearn.data.dataset import Dataset, check_compatible, load_transitions
         except ImportError as exc:
             raise DatasetError(f"cannot read dataset folder {path}: robolearn.data.dataset is not "
                                f"available ({exc}); pass an .npz of transitions instead") from None
         # only the keys this env/learner uses (a dataset recorded with cameras can train a
         # state-only learner)
-        return load_transitions(path, keys=list(env.observation_space.spaces))
+        keys = list(env.observation_space.spaces)
+        spec = env.unwrapped.spec or env.spec
+        check_compatible(Dataset(path), spec.id if spec else None, env.observation_space,
+                         env.action_space, keys)
+        return load_transitions(path, keys=keys)
     if path.suffix != ".npz":
         raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
     return load_npz_transitions(path)

@@ -27,3 +27,56 @@ def test_appending_continues_seeds_after_the_last_episode(tmp_path, capsys):
     capsys.readouterr()
     assert _record(out, 1, "--seed", "1") == 0
     assert "already recorded" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def reach_ds(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds") / "reach"
+    assert _record(out, 3) == 0
+    return out
+
+
+def test_dataset_from_another_task_names_the_mismatch(reach_ds, tmp_path, capsys):
+    rc = main(["train", "--env", "robolearn/ArmLift-v0", "--algo", "rlpd", "--demos", str(reach_ds),
+               "--steps", "10", "--no-video", "--no-progress", "--out", str(tmp_path / "run")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "robolearn/ArmReach-v0" in err and "robolearn/ArmLift-v0" in err
+    import gymnasium as gym
+
+    there = Dataset(reach_ds).observation_space["state"].shape
+    env = gym.make("robolearn/ArmLift-v0", obs="state")
+    here = env.observation_space["state"].shape
+    env.close()
+    if there != here:  # the shapes that differ are named
+        assert "'state'" in err and str(there) in err and str(here) in err
+
+
+def test_truncated_episode_is_skipped_with_a_warning_and_info_reports_it(reach_ds, tmp_path, capsys):
+    import shutil
+
+    from robolearn.data.dataset import load_transitions
+
+    ds_dir = tmp_path / "ds"
+    shutil.copytree(reach_ds, ds_dir)
+    npz = ds_dir / "episode_000001" / "data.npz"
+    npz.write_bytes(npz.read_bytes()[:100])
+    n_ok = sum(Dataset(reach_ds).episode(i).steps for i in (0, 2))
+    with pytest.warns(UserWarning, match="episode_000001"):
+        tr = load_transitions(ds_dir)
+    assert len(tr["action"]) == n_ok
+    capsys.readouterr()
+    assert main(["dataset", "info", str(ds_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "unreadable" in out and "episode_000001" in out
+    assert main(["dataset", "info", "--json", str(ds_dir)]) == 0
+    assert list(json.loads(capsys.readouterr().out)["unreadable"]) == ["episode_000001"]
+
+
+def test_info_duration_is_steps_over_control_rate(reach_ds, capsys):
+    s = Dataset(reach_ds).summary()
+    hz = s["control_hz"]
+    assert hz == 10.0
+    assert s["duration_s"] == pytest.approx(s["steps"] / hz)
+    assert main(["dataset", "info", str(reach_ds)]) == 0
+    assert f"{s['steps']} ({s['steps'] / hz:.1f} s at 10 Hz" in capsys.readouterr().out
