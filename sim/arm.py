@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 
 from robolearn.errors import ConfigError, InvalidActionError, SafetyError  # noqa: E402
 from robolearn.robot import ArmSpec, ArmState, Backend, Frame  # noqa: E402
+from robolearn.sim.camera import new_renderer  # noqa: E402
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 ARM_XML = os.path.join(ASSET_DIR, "arm.xml")
@@ -252,7 +253,7 @@ class ArmSim:
             g = self.model.vis.global_
             g.offheight = max(g.offheight, key[0])
             g.offwidth = max(g.offwidth, key[1])
-            r = mujoco.Renderer(self.model, *key)
+            r = new_renderer(self.model, *key)
             self._renderers[key] = r
         r.update_scene(self.data, camera=camera, scene_option=self._scene_option)
         return r.render()

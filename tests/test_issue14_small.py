@@ -67,3 +67,26 @@ def test_npz_demo_with_object_arrays_does_not_suggest_allow_pickle(tmp_path):
         load_npz_transitions(f)
     msg = str(exc.value)
     assert "allow_pickle" not in msg and "obs_state" in msg and "numeric" in msg
+
+
+# ------------------------------------------------------------ no EGL tracebacks at interpreter exit
+RENDER_SCRIPT = """
+import sys, gymnasium as gym, numpy as np, robolearn
+env = gym.make(sys.argv[1], obs="pixels")
+env.reset(seed=0)
+env.step(np.zeros(env.action_space.shape, np.float32))
+if sys.argv[2] == "close":
+    env.close()
+"""
+
+
+@pytest.mark.parametrize("env_id", ["robolearn/ArmReach-v0", "robolearn/CarLap-v0"])
+@pytest.mark.parametrize("close", ["close", "no-close"])
+def test_rendering_script_exits_without_egl_tracebacks(tmp_path, env_id, close):
+    script = tmp_path / "render.py"
+    script.write_text(RENDER_SCRIPT)
+    env = {**os.environ, "MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
+    p = subprocess.run([sys.executable, str(script), env_id, close], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "EGLError" not in p.stderr, p.stderr
