@@ -80,3 +80,42 @@ def test_info_duration_is_steps_over_control_rate(reach_ds, capsys):
     assert s["duration_s"] == pytest.approx(s["steps"] / hz)
     assert main(["dataset", "info", str(reach_ds)]) == 0
     assert f"{s['steps']} ({s['steps'] / hz:.1f} s at 10 Hz" in capsys.readouterr().out
+
+
+def test_keyboard_recording_starts_the_episode_when_the_operator_is_ready(tmp_path, term):
+    """No env step (and no time-limit step) passes before the operator's first key."""
+    import os
+    import threading
+    import time
+
+    import gymnasium as gym
+
+    from robolearn.data.dataset import DatasetWriter
+    from robolearn.teleop.keyboard import KeyboardConfig, KeyboardDevice
+    from robolearn.teleop.recorder import record
+
+    master, slave = term
+    env = gym.make("robolearn/ArmReach-v0", obs="state")
+    steps = []
+    real_step = env.step
+    env.step = lambda a: (steps.append(time.monotonic()), real_step(a))[1]
+    device = KeyboardDevice(4, KeyboardConfig(fd=slave, absolute_dims=(3,)))
+    writer = DatasetWriter(tmp_path / "kb", env_id="robolearn/ArmReach-v0", control_hz=10,
+                           observation_space=env.observation_space, action_space=env.action_space)
+    th = threading.Thread(target=record, args=(env, device, writer, 1),
+                          kwargs=dict(max_steps=4, rate_hz=20), daemon=True)
+    try:
+        th.start()
+        time.sleep(1.0)                       # the operator reads the help, gets ready ...
+        assert steps == [], "the episode ran before the operator touched a key"
+        os.write(master, b"w")                # ... and starts driving
+        th.join(10)
+        assert not th.is_alive()
+    finally:
+        os.write(master, b"\x1b")
+        th.join(5)
+        device.close()
+        writer.close()
+        env.close()
+    ep = Dataset(tmp_path / "kb").episode(0)
+    assert ep.steps == 4 and ep.data["action"][0, 0] == pytest.approx(0.5)  # the key, not idle zeros
