@@ -41,6 +41,7 @@ from robolearn.policies import evaluation
 from robolearn.policies.serialize import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
+EVAL_VIDEO_EPISODES = 3  # episodes in a finished run's eval.mp4 (docs/training.md says so)
 LATEST = "latest.json"
 # what a run writes into its folder (a new run refuses to start over them unless overwrite=True)
 RUN_FILES = ("config.json", "metrics.jsonl", "tb", CHECKPOINTS, "summary.json", "learning_curve.png",
@@ -724,7 +725,7 @@ class Trainer:
         if self.cfg.video:
             try:
                 path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
-                                            episodes=3, seed=self.cfg.seed)
+                                            episodes=EVAL_VIDEO_EPISODES, seed=self.cfg.seed)
                 summary["video"] = path.name
             except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
                 # a renderer-less env... must not throw away a finished run; say why instead

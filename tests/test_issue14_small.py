@@ -90,3 +90,17 @@ def test_rendering_script_exits_without_egl_tracebacks(tmp_path, env_id, close):
                        env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "EGLError" not in p.stderr, p.stderr
+
+
+# ------------------------------------------------------------ docs: what eval.mp4 holds
+def test_training_docs_state_the_eval_video_episode_count():
+    from pathlib import Path
+
+    from robolearn.policies.training import EVAL_VIDEO_EPISODES
+
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    lines = [ln for ln in doc.splitlines() if ln.strip().startswith("eval.mp4")]
+    assert lines, "docs/training.md no longer lists eval.mp4"
+    for ln in lines:
+        assert f"{words[EVAL_VIDEO_EPISODES]} evaluation episode" in ln, ln
