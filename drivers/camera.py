@@ -87,6 +87,7 @@ class OpenCVCamera:
         self.fps = fps
         self.reconnects = 0
         self.open_failures = 0
+        self.refused = 0
         self.frames = 0
         self.last_error: str | None = None
         self._latest: Frame | None = None
@@ -100,6 +101,7 @@ class OpenCVCamera:
         if _is_file(self.source) and not os.path.exists(self.source):
             self.last_error = f"video file {self.source} does not exist"
             return None
+        t0 = time.monotonic()
         if _is_url(self.source):
             cap = cv2.VideoCapture(self.source, cv2.CAP_FFMPEG,
                                    [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS,
@@ -111,6 +113,10 @@ class OpenCVCamera:
             self.last_error = f"cv2.VideoCapture({self.source!r}) could not open the source"
             with self._cond:
                 self.open_failures += 1
+                # refused / not found comes back at once; a slow start runs into the timeout
+                # and is retried until `first_frame_timeout`
+                if time.monotonic() - t0 < OPEN_TIMEOUT_MS / 2000.0:
+                    self.refused += 1
                 self._cond.notify_all()
             return None
         return cap
@@ -165,11 +171,11 @@ class OpenCVCamera:
             if self._latest is None:
                 # a network source that refused the connection will not start later on its
                 # own: report it now rather than after the whole first-frame timeout
-                give_up = (lambda: self.open_failures > 0) if _is_url(self.source) else (lambda: False)
+                give_up = (lambda: self.refused > 0) if _is_url(self.source) else (lambda: False)
                 self._cond.wait_for(lambda: self._latest is not None or give_up(),
                                     timeout=self.first_frame_timeout)
             frame = self._latest
-        if frame is None and _is_url(self.source) and self.open_failures:
+        if frame is None and _is_url(self.source) and self.refused:
             raise CameraError(f"camera {self.name!r}: could not connect to {self.source!r} "
                               f"({self.last_error}). Check the URL (host, port, stream name) and "
                               "that the camera / `robolearn emulate --camera-port` is running.")

@@ -153,7 +153,7 @@ class EmulatedRobot:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=5)
+                self.process.wait(timeout=15)
             except sp.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

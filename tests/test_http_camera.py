@@ -151,7 +151,8 @@ def test_camera_error_mid_episode_keeps_earlier_episodes(tmp_path):
     from robolearn.teleop.base import DeviceCommand
     from robolearn.teleop.recorder import record
 
-    with start_emulator("arm") as robot:
+    # a light stream (15 fps at 32x32): rendering shares the CPU and the GIL with the emulator
+    with start_emulator("arm", reality={"camera": {"fps": 15, "size": [32, 32]}}) as robot:
         env = gym.make("robolearn/ArmReach-v0", backend="real", port=robot.port, obs="both",
                        camera={"front": robot.camera_urls["front"]}, image_size=(32, 32),
                        control_hz=20, max_episode_steps=30)

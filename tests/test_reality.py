@@ -146,7 +146,7 @@ def test_emulate_cli_rejects_a_bad_reality_file(tmp_path):
 def test_emulate_cli_with_reality_prints_port_and_camera_urls():
     from robolearn.drivers.emulation import start_emulator
 
-    robot = start_emulator("arm", reality="mild", subprocess=True)
+    robot = start_emulator("arm", reality="mild", subprocess=True, startup_timeout=60)
     try:
         assert robot.port.startswith("/dev/pts/")
         assert set(robot.camera_urls) == {"wrist", "front"}

@@ -314,8 +314,9 @@ def markdown(r: dict, argv: list[str]) -> str:
         lines += ["", f"Target = hidden, except latency: hidden + the host loop's own latency "
                   f"({c['host_loop_latency_ms']:.1f} ms, fitted on a no-gap recording).", "",
                   f"RMS trajectory error {unit}: **{c['error_before']:.4f} before -> "
-                  f"{c['error_after']:.4f} after ({c['error_ratio']:.1f}x lower)**; a no-gap recording vs "
-                  f"the nominal sim (the real loop's floor): {c['nogap_error']:.4f}.", ""]
+                  f"{c['error_after']:.4f} after ({c['error_ratio']:.1f}x lower)**; for comparison, a recording on the "
+                  f"emulator without a reality vs the nominal sim (the real loop's timing only): "
+                  f"{c['nogap_error']:.4f}.", ""]
     return "\n".join(lines)
 
 
