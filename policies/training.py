@@ -311,6 +311,49 @@ def _set_py_random_state(s: list) -> None:
     random.setstate((s[0], tuple(s[1]), s[2]))
 
 
+# ================================================================================ progress
+class Eta:
+    """Time left, from what the steps still to come will cost: random-action steps (before
+    `learning_starts`) are far cheaper than learning steps (act + `utd` updates + periodic
+    evaluations), so one average rate (tqdm's own estimate) is wrong by up to the UTD factor.
+    Each phase's cost per step is measured as wall time per step in that phase."""
+
+    MIN_LEARNING_STEPS = 10  # measured learning steps before a learning-phase ETA is given
+
+    def __init__(self, total: int, learning_starts: int, start: int = 0, clock=time.perf_counter):
+        self.total, self.learning_starts = int(total), int(learning_starts)
+        self.clock = clock
+        self.step, self._t = int(start), clock()
+        self.n = [0, 0]      # steps measured: random phase, learning phase
+        self.t = [0.0, 0.0]  # seconds in each phase
+
+    def update(self, step: int) -> None:
+        """Called after env step `step` (all updates / evaluations of that step done)."""
+        now = self.clock()
+        phase = 1 if step > self.learning_starts else 0
+        self.n[phase] += step - self.step
+        self.t[phase] += now - self._t
+        self.step, self._t = step, now
+
+    def remaining_s(self) -> float | None:
+        """Seconds left, or None while the learning phase's cost is still unknown."""
+        left_random = max(0, min(self.total, self.learning_starts) - self.step)
+        left_learn = self.total - self.step - left_random
+        secs = left_random * (self.t[0] / self.n[0]) if left_random and self.n[0] else 0.0
+        if left_learn:
+            if self.n[1] < self.MIN_LEARNING_STEPS:
+                return None
+            secs += left_learn * self.t[1] / self.n[1]
+        return secs
+
+    def text(self) -> str:
+        s = self.remaining_s()
+        if s is None:
+            return "?"
+        s = int(round(s))
+        return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
 # ================================================================================ trainer
 class Trainer:
     """One training run in one folder. `Trainer(cfg).run()` or `Trainer.resume(dir).run()`."""
@@ -429,6 +472,8 @@ class Trainer:
         target = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
         t0 = time.perf_counter()
         bar = self._progress_bar()
+        eta = Eta(target, learning_starts, start=self.env_steps)
+        last_eta = 0.0
         if self._obs is None:
             self._obs, _ = self.env.reset(seed=cfg.seed)
         ep_ret, ep_len, ep_success = 0.0, 0, False
@@ -497,6 +542,11 @@ class Trainer:
                         self.save_checkpoint()
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
                     self._obs, _ = self.env.reset()
+                eta.update(self.env_steps)
+                if cfg.progress and time.perf_counter() - last_eta > 1.0:
+                    last_eta = time.perf_counter()
+                    self._eta = eta.text()
+                    bar.set_postfix(self._postfix(None), refresh=False)
                 bar.update(1)
             if self._interrupted is not None:  # Ctrl-C / SIGTERM: keep what was learned
                 bar.close()
@@ -592,7 +642,7 @@ class Trainer:
         return rec
 
     def _postfix(self, ups: float | None) -> dict:
-        p = {}
+        p = {"eta": getattr(self, "_eta", "?")}
         if self._ep_info:
             p["ret"] = f"{self._ep_info[0]:.1f}"
         if self.last_eval:
@@ -607,9 +657,12 @@ class Trainer:
     def _progress_bar(self):
         from tqdm import tqdm
 
+        # tqdm's own remaining-time guess averages cheap random steps with learning steps; the
+        # bar shows `eta` from `Eta` instead (per-phase cost, updates and evaluations included)
         return tqdm(total=self.cfg.steps, initial=self.env_steps, disable=not self.cfg.progress,
                     desc=f"{self.cfg.algo} {self.cfg.env}", unit="step", dynamic_ncols=True,
-                    mininterval=1.0)
+                    mininterval=1.0,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]")
 
     # --------------------------------------------------------------------------- logging
     def _open_logs(self):

@@ -116,9 +116,11 @@ class LearnerLink(threading.Thread):
                         "Acting without it (act_without_learner = true)."
                         if self.cfg.act_without_learner else "Holding still until it answers.")
                 if self.welcomed and now - self.last_heard > self.cfg.learner_timeout_s:
-                    log.warning("%s: no word from the learner for %.1f s: learner lost; "
-                                "acting on with the last weights", self.actor_id,
-                                now - self.last_heard)
+                    log.warning("%s: no word from the learner for %.1f s: learner lost; %s",
+                                self.actor_id, now - self.last_heard,
+                                "holding still (no trained weights yet)"
+                                if not self.weights_received and not self.cfg.act_without_learner
+                                else f"on_learner_lost = {self.cfg.on_learner_lost}")
                     self.welcomed = False
                 if not self.welcomed and now - last_hello > self.HELLO_RETRY_S:
                     last_hello = now

@@ -1,0 +1,56 @@
+"""Issue 14 item 6: the training progress bar's ETA counts what the remaining steps will cost
+(cheap random steps vs learning steps with updates), not one average rate."""
+import re
+
+from robolearn.policies.training import Eta, TrainConfig, Trainer
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_eta_uses_the_learning_phase_cost():
+    clock = Clock()
+    eta = Eta(total=1000, learning_starts=100, clock=clock)
+    for step in range(1, 101):            # random phase: 1 ms per step
+        clock.t += 0.001
+        eta.update(step)
+    assert eta.remaining_s() is None      # learning cost not measured yet: no made-up number
+    for step in range(101, 151):          # learning phase: 100 ms per step (updates)
+        clock.t += 0.1
+        eta.update(step)
+    assert abs(eta.remaining_s() - 850 * 0.1) < 1e-6  # tqdm's average rate would say ~28 s
+    assert eta.text() == "01:25"
+
+
+def test_eta_counts_the_random_steps_left_too():
+    clock = Clock()
+    eta = Eta(total=300, learning_starts=200, start=0, clock=clock)
+    for step in range(1, 51):
+        clock.t += 0.002
+        eta.update(step)
+    assert eta.remaining_s() is None
+    resumed = Eta(total=300, learning_starts=100, start=100, clock=clock)  # resumed run
+    for step in range(101, 121):
+        clock.t += 0.05
+        resumed.update(step)
+    assert abs(resumed.remaining_s() - 180 * 0.05) < 1e-6
+
+
+def test_progress_bar_shows_the_eta(tmp_path, capsys):
+    cfg = TrainConfig(env="Pendulum-v1", steps=120, learning_starts=40, eval_every=0, eval_episodes=1,
+                      log_every=20, progress=True, video=False, out=str(tmp_path / "run"),
+                      agent={"actor_hidden": [8], "critic_hidden": [8], "batch_size": 8})
+    t = Trainer(cfg)
+    Eta.MIN_LEARNING_STEPS, old = 1, Eta.MIN_LEARNING_STEPS
+    try:
+        t.run()
+    finally:
+        Eta.MIN_LEARNING_STEPS = old
+        t.close()
+    err = capsys.readouterr().err
+    assert re.search(r"eta=(\d\d:\d\d|\?)", err), err[-500:]
