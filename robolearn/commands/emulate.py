@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scrambled", action="store_true",
                         help="arm: mount servo horns at random offsets/directions (needs the "
                              "matching --calibration-out file to drive it)")
+    parser.add_argument("--protocol", choices=("feetech", "dynamixel"), default="feetech",
+                        help="arm: servo bus protocol: feetech (STS3215, SO-100 class) or dynamixel "
+                             "(Protocol 2.0 X-series, Koch class); drive it with the same protocol=")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout-ms", type=int, default=None, help="car: initial failsafe timeout")
     faults = parser.add_argument_group("fault injection")
@@ -54,8 +57,9 @@ def _check(args) -> None:
             raise ConfigError(f"--{name.replace('_', '-')}={v}: a probability in [0, 1]")
     if args.delay_ms < 0:
         raise ConfigError(f"--delay-ms={args.delay_ms}: must be >= 0")
-    if args.device == "car" and (args.silent_id or args.calibration_out or args.scrambled):
-        raise ConfigError("--silent-id, --calibration-out and --scrambled are for the arm emulator")
+    if args.device == "car" and (args.silent_id or args.calibration_out or args.scrambled
+                                 or args.protocol != "feetech"):
+        raise ConfigError("--silent-id, --calibration-out, --scrambled and --protocol are for the arm emulator")
     if args.baud is not None and args.baud <= 0:
         raise ConfigError(f"--baud={args.baud}: must be positive")
 
@@ -74,6 +78,8 @@ def run(args) -> int:
     if args.device == "arm":
         from robolearn.drivers.emulator_arm import ArmEmulator, make_plant
 
+        if args.protocol == "dynamixel":
+            from robolearn.drivers.dynamixel_emulator import DynamixelArmEmulator as ArmEmulator
         plant = make_plant(args.plant)
         emu = ArmEmulator(plant=plant, mounting="scrambled" if args.scrambled else None,
                           faults=faults, baudrate=args.baud or 1_000_000, seed=args.seed)
