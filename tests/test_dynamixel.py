@@ -190,3 +190,31 @@ def test_gym_make_real_dynamixel_arm(tmp_path):
             env.close()
     finally:
         emu.close()
+
+
+def test_cli_emulate_arm_protocol_dynamixel(tmp_path):
+    """`robolearn emulate arm --protocol dynamixel` speaks Protocol 2.0 (and not Feetech)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cal_path = tmp_path / "cal.json"
+    p = subprocess.Popen([sys.executable, "-m", "robolearn.cli", "emulate", "arm", "--protocol", "dynamixel",
+                          "--plant", "first_order", "--calibration-out", str(cal_path), "--duration", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        path = p.stdout.readline().strip()
+        assert path.startswith("/dev/"), p.stderr.read() if p.poll() is not None else path
+        with ServoBus(path, timeout=0.1, protocol=dxl) as bus:
+            assert bus.read_register(1, dxl.MODEL) == dxl.XL330_M288_MODEL
+            assert len(bus.read_positions(IDS)) == 6
+        with ServoBus(path, timeout=0.02, retries=0) as feetech_bus:      # wrong protocol: silence
+            assert not feetech_bus.ping(1)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+    r = subprocess.run([sys.executable, "-m", "robolearn.cli", "emulate", "car", "--protocol", "dynamixel"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--protocol" in r.stderr
