@@ -38,7 +38,7 @@ def test_random_bytes_never_crash_or_hang(data, cuts):
     for chunk in chunked(data, cuts):
         for pkt in p.feed(chunk):                      # anything accepted re-encodes to itself
             assert dxl.PacketParser().feed(pkt.to_bytes()) == [pkt]
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 2.0                 # generous: a loaded 2-core CI box
     assert p.pending < 7 + dxl.MAX_LENGTH              # bounded memory: one max packet
 
 
