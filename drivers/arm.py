@@ -1,10 +1,11 @@
-"""`ServoArm`: the `Arm` protocol on a Feetech bus (joints in the sim arm's order, then gripper).
+"""`ServoArm`: the `Arm` protocol on a servo bus (joints in the sim arm's order, then gripper).
 
 Why so thin: the bus handles bytes and failures, the calibration handles ticks <-> radians,
 the safety supervisor handles limits; this class only wires them to the protocol so that a
 task cannot tell it from `ArmSim`. One `read` is one sync read (position + speed of every
 servo in one round trip) and one `command` one unacknowledged sync write, which is what
-keeps a control tick to about a millisecond of bus time at 1 Mbaud.
+keeps a control tick to about a millisecond of bus time at 1 Mbaud. The bus's protocol module
+(Feetech or Dynamixel) names the registers, so the same class drives both servo families.
 """
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import time
 
 import numpy as np
 
-from robolearn.drivers import feetech as ft
 from robolearn.drivers.calibration import RAD_PER_TICK, Calibration
 from robolearn.drivers.pacing import Pacer
 from robolearn.drivers.safety import ArmSafety
@@ -28,6 +28,7 @@ class ServoArm:
                  safety: ArmSafety | None = None, write_limits: bool = True,
                  enable_torque: bool = True):
         self.bus = bus
+        self.proto = bus.proto
         self.spec = spec
         names = list(spec.joint_names) + ["gripper"]
         if calibration.names != names:
@@ -53,8 +54,8 @@ class ServoArm:
                 "the calibration file says which ID each joint uses.")
         if write_limits:                 # EEPROM has limited write cycles: only when they differ
             for c in self.cals:
-                if (bus.read_register(c.id, ft.MIN_ANGLE_LIMIT) != c.min
-                        or bus.read_register(c.id, ft.MAX_ANGLE_LIMIT) != c.max):
+                if (bus.read_register(c.id, self.proto.MIN_LIMIT) != c.min
+                        or bus.read_register(c.id, self.proto.MAX_LIMIT) != c.max):
                     bus.set_limits(c.id, c.min, c.max)
         if enable_torque:
             self.enable_torque()
@@ -82,17 +83,19 @@ class ServoArm:
     def _torque_off(self) -> None:
         """Broadcast torque-off, twice (a corrupted packet is simply ignored by the servos)."""
         self.torque_on = False
-        self.bus.broadcast_write(ft.TORQUE_ENABLE, 0)
-        self.bus.broadcast_write(ft.TORQUE_ENABLE, 0)
+        self.bus.broadcast_write(self.proto.TORQUE_ENABLE, 0)
+        self.bus.broadcast_write(self.proto.TORQUE_ENABLE, 0)
 
     # ------------------------------------------------------------------ Arm protocol
     def read(self) -> ArmState:
-        block = self.bus.sync_read_block(self.ids, ft.PRESENT_POSITION, ft.PRESENT_SPEED)
+        pos, vel_reg = self.proto.PRESENT_POSITION, self.proto.PRESENT_VELOCITY
+        first, last = sorted((pos, vel_reg), key=lambda r: r.address)   # one contiguous block
+        block = self.bus.sync_read_block(self.ids, first, last)
         stamp = time.monotonic()
-        ticks = np.array([block[sid]["present_position"] for sid in self.ids], dtype=np.float64)
-        speed = np.array([block[sid]["present_speed"] for sid in self.ids], dtype=np.float64)
+        ticks = np.array([block[sid][pos.name] for sid in self.ids], dtype=np.float64)
+        speed = np.array([block[sid][vel_reg.name] for sid in self.ids], dtype=np.float64)
         rad = np.array([c.to_rad(t) for c, t in zip(self.cals, ticks)])
-        vel = self._dir * speed * RAD_PER_TICK
+        vel = self._dir * speed * self.proto.RAD_S_PER_VELOCITY_UNIT
         n = self.spec.n_joints
         self.safety.check_state(rad[:n], vel[:n], stamp, now=stamp)
         return ArmState(q=rad[:n], dq=vel[:n], gripper=float(rad[n]), stamp=stamp)

@@ -98,8 +98,11 @@ class CameraStreamer:
             raise RuntimeError(f"camera streamer crashed: {self.error!r}") from self.error
 
 
-def make_emulator(kind: str, reality=None, seed: int = 0, plant: str = "sim", **kwargs):
-    """The arm or car emulator (not started) on the MuJoCo plant with `reality` applied."""
+def make_emulator(kind: str, reality=None, seed: int = 0, plant: str = "sim", protocol: str = "feetech",
+                  **kwargs):
+    """The arm or car emulator (not started) on the MuJoCo plant with `reality` applied.
+
+    `protocol` picks the arm's servo bus: feetech (STS/SCS) or dynamixel (Protocol 2.0)."""
     from robolearn.drivers.reality import RealArmPlant, RealCarPlant
 
     r = load_reality(reality)
@@ -110,6 +113,10 @@ def make_emulator(kind: str, reality=None, seed: int = 0, plant: str = "sim", **
         if not hasattr(inner, "sim") and reality is not None:
             raise ConfigError("a reality needs the MuJoCo plant (--plant sim)")
         p = RealArmPlant(inner, r, seed=seed) if hasattr(inner, "sim") else inner
+        if protocol == "dynamixel":
+            from robolearn.drivers.dynamixel_emulator import DynamixelArmEmulator as ArmEmulator
+        elif protocol != "feetech":
+            raise ConfigError(f"protocol {protocol!r}: choose feetech or dynamixel")
         return ArmEmulator(plant=p, seed=seed, **kwargs)
     if kind == "car":
         from robolearn.drivers.emulator_car import CarEmulator, make_plant

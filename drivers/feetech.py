@@ -95,6 +95,23 @@ STS3215_MODEL = 777
 TICKS_PER_REV = 4096
 TICK_CENTER = 2048
 MAX_TICK = TICKS_PER_REV - 1
+NAME = "Feetech STS/SCS"
+SERIES = "Feetech STS-series"
+
+# the names the shared bus/arm code uses (dynamixel.py defines the same ones)
+MIN_LIMIT, MAX_LIMIT = MIN_ANGLE_LIMIT, MAX_ANGLE_LIMIT
+PRESENT_VELOCITY = PRESENT_SPEED
+RAD_S_PER_VELOCITY_UNIT = 2 * 3.141592653589793 / TICKS_PER_REV   # speed is in ticks/s
+
+
+def limit_writes(min_ticks: int, max_ticks: int) -> list[tuple["Register", int]]:
+    """Register writes that set the angle limits: EEPROM, unlocked for the two writes."""
+    return [(LOCK, 0), (MIN_ANGLE_LIMIT, min_ticks), (MAX_ANGLE_LIMIT, max_ticks), (LOCK, 1)]
+
+
+def fatal_error(err: int) -> bool:
+    """The angle-limit bit is informative (a goal was clamped); every other bit is fatal."""
+    return bool(err & ~ERR_ANGLE)
 
 
 # ------------------------------------------------------------------------ value encoding

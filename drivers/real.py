@@ -49,14 +49,30 @@ def default_car_spec() -> CarSpec:
         return DEFAULT_SPEC
 
 
+BUS_PROTOCOLS = ("feetech", "dynamixel")
+
+
+def bus_protocol(name: str):
+    """The packet module of a servo-bus protocol name ("feetech" or "dynamixel")."""
+    if name == "feetech":
+        from robolearn.drivers import feetech
+        return feetech
+    if name == "dynamixel":
+        from robolearn.drivers import dynamixel
+        return dynamixel
+    raise ConfigError(f"protocol={name!r}: choose one of {list(BUS_PROTOCOLS)} (Feetech STS3215 arms "
+                      "such as SO-100, or Dynamixel Protocol 2.0 arms such as Koch)")
+
+
 def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=None,
                      baudrate: int = 1_000_000, spec: ArmSpec | None = None,
                      timeout: float = 0.02, retries: int = 2, write_limits: bool = True,
                      safety_options: dict | None = None, camera_options: dict | None = None,
-                     **kw) -> Backend:
+                     protocol: str = "feetech", **kw) -> Backend:
     """Servo arm on `port`. calibration: None (horns at centre tick), a JSON path or a
     `Calibration`. safety_options: kwargs for `ArmSafety` (tolerance, velocity_margin,
-    workspace, stale_after)."""
+    workspace, stale_after). protocol: "feetech" (STS3215, SO-100 class) or "dynamixel"
+    (Protocol 2.0 X-series, Koch class)."""
     from robolearn.drivers.arm import ServoArm
     from robolearn.drivers.calibration import Calibration
     from robolearn.drivers.safety import ArmSafety
@@ -64,7 +80,8 @@ def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=No
 
     if kw:
         raise ConfigError(f"unknown real arm option(s) {sorted(kw)}; accepted: calibration, baudrate, "
-                          "spec, timeout, retries, write_limits, safety_options, camera_options")
+                          "spec, timeout, retries, write_limits, safety_options, camera_options, protocol")
+    proto = bus_protocol(protocol)
     if not port:
         raise ConfigError("backend='real' needs port= (the servo bus, e.g. /dev/ttyACM0)")
     spec = spec or default_arm_spec()
@@ -80,7 +97,7 @@ def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=No
         raise ConfigError(f"calibration={calibration!r}: give None, a JSON file path or a Calibration")
     safety = ArmSafety(spec.joint_names, spec.lower, spec.upper, spec.max_velocity,
                        gripper_range=(g_lo, g_hi), **(safety_options or {}))
-    bus = ServoBus(port, baudrate=baudrate, timeout=timeout, retries=retries)
+    bus = ServoBus(port, baudrate=baudrate, timeout=timeout, retries=retries, protocol=proto)
     try:
         arm = ServoArm(bus, spec, cal, safety=safety, write_limits=write_limits)
     except Exception:

@@ -1,9 +1,13 @@
-"""Feetech bus driver over pyserial: one object per USB-TTL adapter.
+"""Serial-bus servo driver over pyserial: one object per USB-TTL adapter.
 
 Why its own module: every failure of the wire (silence, noise, unplug) must turn into a
 specific, bounded-time exception here, so nothing above (arm, env, runtime) ever hangs on a
 servo. Each transaction has a deadline; a reply that is missing or fails its checksum is
 retried `retries` times, then reported naming the servo ID.
+
+The packet protocol is a module passed as `protocol`: `feetech` (STS/SCS, the default) or
+`dynamixel` (Protocol 2.0). Both expose the same builders, parser and register names, so the
+transaction, retry and error logic here is written once.
 """
 from __future__ import annotations
 
@@ -41,18 +45,19 @@ class ServoStatusError(DeviceError):
 
 
 class ServoBus:
-    """Half-duplex Feetech bus. Positions are raw ticks here; radians live in `calibration`.
+    """Half-duplex servo bus. Positions are raw ticks here; radians live in `calibration`.
 
     timeout: seconds to wait for one reply (a whole sync-read round) before retrying.
     retries: extra attempts after the first; worst case per call = (retries+1) * timeout.
     """
 
     def __init__(self, port: str, baudrate: int = 1_000_000, timeout: float = 0.02,
-                 retries: int = 2):
+                 retries: int = 2, protocol=ft):
+        self.proto = protocol
         self.port = port
         self.timeout = float(timeout)
         self.retries = int(retries)
-        self.parser = ft.PacketParser()
+        self.parser = protocol.PacketParser()
         self.stats = {"retries": 0, "bad_checksums": 0, "transactions": 0}
         try:
             self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, write_timeout=0.5)
@@ -92,10 +97,10 @@ class ServoBus:
         if self._closed:
             raise DeviceError(f"servo bus {self.port!r} is closed; open a new ServoBus")
 
-    def _transact(self, packet: bytes, expect_ids: list[int], what: str) -> dict[int, ft.Packet]:
+    def _transact(self, packet: bytes, expect_ids: list[int], what: str) -> dict:
         """Send `packet`, collect one status packet per ID in `expect_ids`, retrying."""
         self.stats["transactions"] += 1
-        got: dict[int, ft.Packet] = {}
+        got: dict = {}                       # servo ID -> status packet
         corrupted: set[int] = set()          # IDs whose reply arrived but failed the checksum
         for attempt in range(self.retries + 1):
             if attempt:
@@ -130,17 +135,17 @@ class ServoBus:
                 f"{self.timeout * 1e3:.0f} ms ({tries} attempts){also}. Check that the servo is "
                 "powered, its ID, and the daisy-chain cable to it.", silent)
         for sid, pkt in got.items():
-            if pkt.code & ~ft.ERR_ANGLE:     # angle-limit bit is informative, not fatal
+            if self.proto.fatal_error(pkt.code):
                 raise ServoStatusError(
                     f"{what}: servo {sid} on {self.port} reports error 0x{pkt.code:02x} "
-                    f"({ft.describe_error(pkt.code)}). Reduce load / let it cool / check supply, "
+                    f"({self.proto.describe_error(pkt.code)}). Reduce load / let it cool / check supply, "
                     "then re-enable torque.")
         return got
 
     # ------------------------------------------------------------------------ commands
     def ping(self, servo_id: int) -> bool:
         try:
-            self._transact(ft.ping(servo_id), [servo_id], f"ping {servo_id}")
+            self._transact(self.proto.ping(servo_id), [servo_id], f"ping {servo_id}")
             return True
         except ServoTimeoutError:
             return False
@@ -149,21 +154,21 @@ class ServoBus:
         return [i for i in ids if self.ping(i)]
 
     def read_register(self, servo_id: int, reg: ft.Register) -> int:
-        got = self._transact(ft.read(servo_id, reg.address, reg.size), [servo_id],
+        got = self._transact(self.proto.read(servo_id, reg.address, reg.size), [servo_id],
                              f"read {reg.name} of servo {servo_id}")
         params = got[servo_id].params
         if len(params) != reg.size:
             raise DeviceError(f"servo {servo_id} returned {len(params)} bytes for {reg.name}, "
-                              f"expected {reg.size}; is it an STS-series servo?")
-        return ft.decode_value(params, reg.sign_bit)
+                              f"expected {reg.size}; is it a {self.proto.SERIES} servo?")
+        return self.proto.decode_value(params, reg.sign_bit)
 
     def write_register(self, servo_id: int, reg: ft.Register, value: int) -> None:
         """Acknowledged write (the servo answers with a status packet)."""
-        self._transact(ft.write(servo_id, reg.address, ft.encode_value(value, reg.size, reg.sign_bit)),
+        self._transact(self.proto.write(servo_id, reg.address, self.proto.encode_value(value, reg.size, reg.sign_bit)),
                        [servo_id], f"write {reg.name}={value} to servo {servo_id}")
 
     def sync_read(self, ids: list[int], reg: ft.Register) -> dict[int, int]:
-        got = self._transact(ft.sync_read(list(ids), reg.address, reg.size), list(ids),
+        got = self._transact(self.proto.sync_read(list(ids), reg.address, reg.size), list(ids),
                              f"sync read {reg.name}")
         out = {}
         for sid in ids:
@@ -171,30 +176,30 @@ class ServoBus:
             if len(params) != reg.size:
                 raise DeviceError(f"servo {sid} returned {len(params)} bytes for {reg.name}, "
                                   f"expected {reg.size}")
-            out[sid] = ft.decode_value(params, reg.sign_bit)
+            out[sid] = self.proto.decode_value(params, reg.sign_bit)
         return out
 
     def sync_read_block(self, ids: list[int], first: ft.Register, last: ft.Register) -> dict[int, dict[str, int]]:
         """One sync read covering registers first..last (e.g. position, speed, load)."""
         start, stop = first.address, last.address + last.size
-        got = self._transact(ft.sync_read(list(ids), start, stop - start), list(ids),
+        got = self._transact(self.proto.sync_read(list(ids), start, stop - start), list(ids),
                              f"sync read {first.name}..{last.name}")
-        regs = [r for r in ft.REGISTERS.values() if start <= r.address and r.address + r.size <= stop]
+        regs = [r for r in self.proto.REGISTERS.values() if start <= r.address and r.address + r.size <= stop]
         out = {}
         for sid in ids:
             params = got[sid].params
             if len(params) != stop - start:
                 raise DeviceError(f"servo {sid} returned {len(params)} bytes, expected {stop - start}")
-            out[sid] = {r.name: ft.decode_value(params[r.address - start:r.address - start + r.size],
+            out[sid] = {r.name: self.proto.decode_value(params[r.address - start:r.address - start + r.size],
                                                 r.sign_bit) for r in regs}
         return out
 
     def sync_write(self, reg: ft.Register, values: dict[int, int]) -> None:
         """Unacknowledged broadcast write (no status replies by protocol): one packet per tick."""
-        data = {sid: ft.encode_value(v, reg.size, reg.sign_bit) for sid, v in values.items()}
+        data = {sid: self.proto.encode_value(v, reg.size, reg.sign_bit) for sid, v in values.items()}
         self._check_open()
         try:
-            self.ser.write(ft.sync_write(reg.address, data))
+            self.ser.write(self.proto.sync_write(reg.address, data))
         except IO_ERRORS as exc:
             raise self._disconnected(exc) from None
 
@@ -203,31 +208,30 @@ class ServoBus:
         one packet, no per-servo timeouts to wait out)."""
         self._check_open()
         try:
-            self.ser.write(ft.write(ft.BROADCAST_ID, reg.address,
-                                    ft.encode_value(value, reg.size, reg.sign_bit)))
+            self.ser.write(self.proto.write(self.proto.BROADCAST_ID, reg.address,
+                                            self.proto.encode_value(value, reg.size, reg.sign_bit)))
         except IO_ERRORS as exc:
             raise self._disconnected(exc) from None
 
     # ------------------------------------------------------------------- conveniences
     def read_positions(self, ids: list[int]) -> dict[int, int]:
-        return self.sync_read(ids, ft.PRESENT_POSITION)
+        return self.sync_read(ids, self.proto.PRESENT_POSITION)
 
     def write_positions(self, ticks: dict[int, int]) -> None:
-        self.sync_write(ft.GOAL_POSITION, ticks)
+        self.sync_write(self.proto.GOAL_POSITION, ticks)
 
     def set_torque(self, ids: list[int], enabled: bool) -> None:
         for sid in ids:
-            self.write_register(sid, ft.TORQUE_ENABLE, 1 if enabled else 0)
+            self.write_register(sid, self.proto.TORQUE_ENABLE, 1 if enabled else 0)
 
     def set_limits(self, servo_id: int, min_ticks: int, max_ticks: int) -> None:
-        """Write the EEPROM angle limits (unlock, write both, lock again)."""
-        if not 0 <= min_ticks < max_ticks <= ft.MAX_TICK:
+        """Write the EEPROM position limits (the protocol's sequence: Feetech unlocks, writes
+        both and locks again; Dynamixel turns torque off first)."""
+        if not 0 <= min_ticks < max_ticks <= self.proto.MAX_TICK:
             raise ValueError(f"servo {servo_id}: limits {min_ticks}..{max_ticks} must satisfy "
-                             f"0 <= min < max <= {ft.MAX_TICK}")
-        self.write_register(servo_id, ft.LOCK, 0)
-        self.write_register(servo_id, ft.MIN_ANGLE_LIMIT, min_ticks)
-        self.write_register(servo_id, ft.MAX_ANGLE_LIMIT, max_ticks)
-        self.write_register(servo_id, ft.LOCK, 1)
+                             f"0 <= min < max <= {self.proto.MAX_TICK}")
+        for reg, value in self.proto.limit_writes(min_ticks, max_ticks):
+            self.write_register(servo_id, reg, value)
 
     def close(self) -> None:
         if not self._closed:

@@ -1,4 +1,4 @@
-"""LeRobot v2.1 export of a recorded dataset, read back with pyarrow (no lerobot install needed)."""
+"""LeRobot v2.1 export (`--lerobot-version v2.1`), read back with pyarrow; v3.0 is test_lerobot_v30.py."""
 import json
 import os
 import subprocess
@@ -33,7 +33,8 @@ def dataset(tmp_path_factory):
 def test_export_layout_features_fps_and_videos(dataset, tmp_path):
     out = tmp_path / "lerobot"
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "dataset", "export", str(dataset),
-                        "--format", "lerobot", "--out", str(out), "--task", "reach the red target"],
+                        "--format", "lerobot", "--lerobot-version", "v2.1", "--out", str(out),
+                        "--task", "reach the red target"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     src = Dataset(dataset)

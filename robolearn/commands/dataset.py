@@ -19,6 +19,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--task", default=None, help="export: task description (default: the env id)")
     parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: env name)")
     parser.add_argument("--overwrite", action="store_true", help="export: replace a non-empty --out")
+    parser.add_argument("--lerobot-version", choices=("v3.0", "v2.1"), default="v3.0",
+                        help="export: LeRobot dataset codebase version (v3.0 is what LeRobot >= 0.4 reads; "
+                             "v2.1 for older LeRobot installs)")
 
 
 def run(args) -> int:
@@ -33,9 +36,10 @@ def run(args) -> int:
     from robolearn.data.lerobot_export import export_lerobot
 
     info = export_lerobot(args.dataset, args.out, task=args.task, robot_type=args.robot_type,
-                          overwrite=args.overwrite)
+                          overwrite=args.overwrite, version=args.lerobot_version)
+    cams = sum(f["dtype"] == "video" for f in info["features"].values())
     print(f"exported {info['total_episodes']} episodes / {info['total_frames']} frames "
-          f"({info['total_videos']} videos) to {args.out} (LeRobot {info['codebase_version']}, {info['fps']} fps)")
+          f"({cams} camera stream(s)) to {args.out} (LeRobot {info['codebase_version']}, {info['fps']} fps)")
     return 0
 
 

@@ -32,6 +32,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scrambled", action="store_true",
                         help="arm: mount servo horns at random offsets/directions (needs the "
                              "matching --calibration-out file to drive it)")
+    parser.add_argument("--protocol", choices=("feetech", "dynamixel"), default="feetech",
+                        help="arm: servo bus protocol: feetech (STS3215, SO-100 class) or dynamixel "
+                             "(Protocol 2.0 X-series, Koch class); drive it with the same protocol=")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reality", metavar="FILE.toml", default=None,
                         help="physics/camera differences from the training sim: a TOML file with "
@@ -64,8 +67,9 @@ def _check(args) -> None:
             raise ConfigError(f"--{name.replace('_', '-')}={v}: a probability in [0, 1]")
     if args.delay_ms < 0:
         raise ConfigError(f"--delay-ms={args.delay_ms}: must be >= 0")
-    if args.device == "car" and (args.silent_id or args.calibration_out or args.scrambled):
-        raise ConfigError("--silent-id, --calibration-out and --scrambled are for the arm emulator")
+    if args.device == "car" and (args.silent_id or args.calibration_out or args.scrambled
+                                 or args.protocol != "feetech"):
+        raise ConfigError("--silent-id, --calibration-out, --scrambled and --protocol are for the arm emulator")
     if args.baud is not None and args.baud <= 0:
         raise ConfigError(f"--baud={args.baud}: must be positive")
     if not 0 <= args.camera_port <= 65535:
@@ -91,6 +95,7 @@ def run(args) -> int:
     reality = load_reality(args.reality)
     if args.device == "arm":
         emu = make_emulator("arm", reality if args.reality else None, seed=args.seed, plant=args.plant,
+                            protocol=args.protocol,
                             mounting="scrambled" if args.scrambled else None, faults=faults,
                             baudrate=args.baud or 1_000_000)
         if args.calibration_out:

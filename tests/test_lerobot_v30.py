@@ -1,0 +1,235 @@
+"""LeRobot v3.0 export, read back the way LeRobot 0.4's `LeRobotDataset` reads a local root.
+
+The real package cannot run in this suite: lerobot 0.4.4 (the newest release for Python 3.11)
+pins torch<2.11 while the project pins torch 2.13.0, lerobot 0.6.x needs Python >= 3.12, and
+its torchvision import fails beside torch 2.13 CPU (`torchvision::nms does not exist`). So
+`LeRobotV30Reader` below mirrors LeRobot's loader code paths (src/lerobot/datasets/
+lerobot_dataset.py and utils.py of 0.4.4): info.json + version check, tasks.parquet looked up
+by its pandas index, episodes from meta/episodes/*/*.parquet, frames from data/*/*.parquet
+concatenated in sorted path order, data/video files resolved from the per-episode chunk/file
+indices with the info.json templates, and frames decoded at `from_timestamp + timestamp` with
+the nearest-frame-within-tolerance rule. `test_real_lerobot_dataset_loads_the_export` runs
+the real `LeRobotDataset` wherever it imports (e.g. a Python 3.12 env with lerobot installed).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robolearn.data.dataset import Dataset, DatasetWriter
+from robolearn.data.lerobot_export import export_lerobot
+from robolearn.data.video import read_video
+from robolearn.teleop import make_device
+from robolearn.teleop.recorder import record
+from robolearn.teleop.session import Readout, open_env
+
+ENV_ID = "robolearn/ArmReach-v0"
+TOLERANCE_S = 1e-4          # LeRobotDataset's default tolerance_s
+CAM = "observation.images.front"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lr3") / "src"
+    env = open_env(ENV_ID, "both", camera="front", image_size=(32, 32))
+    w = DatasetWriter(root, env_id=ENV_ID, control_hz=10.0, observation_space=env.observation_space,
+                      action_space=env.action_space)
+    record(env, make_device("scripted", env), w, episodes=3, seed=5, readout=Readout(open(os.devnull, "w")))
+    w.close()
+    env.close()
+    return root
+
+
+def _pts(path: Path) -> np.ndarray:
+    """Presentation timestamps of every frame, as a decoder reports them (ffmpeg showinfo)."""
+    import imageio_ffmpeg
+
+    r = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(path), "-vf", "showinfo",
+                        "-f", "null", "-"], capture_output=True, text=True, timeout=60)
+    return np.array([float(t) for t in re.findall(r"pts_time:([0-9.]+)", r.stderr)])
+
+
+class LeRobotV30Reader:
+    """LeRobot 0.4's local-root read path, without torch / datasets / pandas."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.info = json.loads((self.root / "meta" / "info.json").read_text())
+        # check_version_compatibility: v3.x only (0.4 raises BackwardCompatibilityError for v2)
+        major = int(self.info["codebase_version"].lstrip("v").split(".")[0])
+        assert major == 3, self.info["codebase_version"]
+        for key in ("fps", "features", "data_path", "video_path", "chunks_size", "total_episodes",
+                    "total_frames", "data_files_size_in_mb", "video_files_size_in_mb"):
+            assert key in self.info, key
+        # load_tasks: pd.read_parquet -> DataFrame indexed by the task string
+        t = pq.read_table(self.root / "meta" / "tasks.parquet")
+        pmeta = json.loads(t.schema.metadata[b"pandas"])
+        (index_col,) = pmeta["index_columns"]
+        self.tasks = dict(zip(t.column("task_index").to_pylist(), t.column(index_col).to_pylist()))
+        # load_episodes: load_nested_dataset(meta/episodes) = sorted glob("*/*.parquet"), stats/ dropped
+        ep_files = sorted((self.root / "meta" / "episodes").glob("*/*.parquet"))
+        assert ep_files, "meta/episodes has no parquet file"
+        eps = pa.concat_tables([pq.read_table(p) for p in ep_files]).to_pylist()
+        self.episodes = {e["episode_index"]: e for e in eps}
+        self.episode_stats = {e["episode_index"]: {k: v for k, v in e.items() if k.startswith("stats/")}
+                              for e in eps}
+        # load_hf_dataset: load_nested_dataset(data) concatenates every data file in path order
+        data_files = sorted((self.root / "data").glob("*/*.parquet"))
+        self.hf = pa.concat_tables([pq.read_table(p) for p in data_files]).to_pydict()
+        self.video_keys = [k for k, f in self.info["features"].items() if f["dtype"] == "video"]
+        self._videos: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __len__(self):
+        return self.info["total_frames"]
+
+    def data_file(self, ep_idx: int) -> Path:             # meta.get_data_file_path
+        e = self.episodes[ep_idx]
+        return self.root / self.info["data_path"].format(chunk_index=e["data/chunk_index"],
+                                                         file_index=e["data/file_index"])
+
+    def video_file(self, ep_idx: int, key: str) -> Path:   # meta.get_video_file_path
+        e = self.episodes[ep_idx]
+        return self.root / self.info["video_path"].format(
+            video_key=key, chunk_index=e[f"videos/{key}/chunk_index"], file_index=e[f"videos/{key}/file_index"])
+
+    def _decode(self, path: Path, timestamps: list[float]) -> np.ndarray:
+        """decode_video_frames: the nearest frame to each query, which must lie within tolerance."""
+        if path not in self._videos:
+            self._videos[path] = (read_video(path), _pts(path))
+        frames, pts = self._videos[path]
+        assert len(frames) == len(pts)
+        out = []
+        for ts in timestamps:
+            i = int(np.argmin(np.abs(pts - ts)))
+            assert abs(pts[i] - ts) < TOLERANCE_S, f"{path.name}: no frame within {TOLERANCE_S}s of {ts}"
+            out.append(frames[i])
+        return np.stack(out)
+
+    def __getitem__(self, idx: int) -> dict:
+        item = {k: v[idx] for k, v in self.hf.items()}
+        ep_idx = item["episode_index"]
+        e = self.episodes[ep_idx]
+        assert e["dataset_from_index"] <= item["index"] < e["dataset_to_index"]
+        for key in self.video_keys:                          # _query_videos
+            shifted = e[f"videos/{key}/from_timestamp"] + item["timestamp"]
+            item[key] = self._decode(self.video_file(ep_idx, key), [shifted])[0]
+        item["task"] = self.tasks[item["task_index"]]
+        return item
+
+
+def _check_against_source(reader: LeRobotV30Reader, src: Dataset, task: str):
+    assert len(reader) == sum(src.episode(i).steps for i in src.indices)
+    idx = 0
+    for new_idx, i in enumerate(src.indices):
+        ep = src.episode(i)
+        e = reader.episodes[new_idx]
+        assert e["length"] == ep.steps and e["tasks"] == [task]
+        assert (e["dataset_from_index"], e["dataset_to_index"]) == (idx, idx + ep.steps)
+        v_to = e[f"videos/{CAM}/to_timestamp"] - e[f"videos/{CAM}/from_timestamp"]
+        assert abs(v_to - ep.steps / reader.info["fps"]) < 1e-9
+        # the data file the episode row names really holds this episode's frames
+        t = pq.read_table(reader.data_file(new_idx)).to_pydict()
+        assert t["episode_index"].count(new_idx) == ep.steps
+        decoded = []
+        for k in range(ep.steps):
+            item = reader[idx + k]
+            assert item["episode_index"] == new_idx and item["frame_index"] == k and item["task"] == task
+            np.testing.assert_array_equal(np.asarray(item["action"], np.float32), ep.data["action"][k])
+            np.testing.assert_array_equal(np.asarray(item["observation.state"], np.float32),
+                                          ep.data["obs.state"][k])
+            decoded.append(item[CAM])
+        mae = np.abs(np.stack(decoded).astype(int) - ep.frames("front")[:ep.steps].astype(int)).mean()
+        assert mae < 6, f"episode {new_idx}: decoded frames too far from the recording (MAE {mae:.1f})"
+        st = reader.episode_stats[new_idx]
+        np.testing.assert_allclose(st["stats/action/mean"], ep.data["action"].mean(0), rtol=1e-5, atol=1e-6)
+        assert np.asarray(st[f"stats/{CAM}/mean"]).shape == (3, 1, 1)
+        idx += ep.steps
+
+
+def test_cli_export_writes_v30_that_lerobots_read_path_loads(dataset, tmp_path):
+    out = tmp_path / "lerobot"
+    r = subprocess.run([sys.executable, "-m", "robolearn.cli", "dataset", "export", str(dataset),
+                        "--format", "lerobot", "--out", str(out), "--task", "reach the red target"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "LeRobot v3.0" in r.stdout
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["codebase_version"] == "v3.0" and info["fps"] == 10 and info["total_episodes"] == 3
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+    # many episodes per file: exactly one data file, one video file, one episodes file
+    assert [p.relative_to(out).as_posix() for p in sorted(out.rglob("*.parquet"))] == [
+        "data/chunk-000/file-000.parquet", "meta/episodes/chunk-000/file-000.parquet", "meta/tasks.parquet"]
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*.mp4")] == [
+        f"videos/{CAM}/chunk-000/file-000.mp4"]
+    assert not list(out.rglob("*.jsonl"))
+    data = pq.read_table(out / "data" / "chunk-000" / "file-000.parquet")
+    assert set(data.column_names) == {k for k, f in info["features"].items() if f["dtype"] != "video"}
+    stats = json.loads((out / "meta" / "stats.json").read_text())
+    assert stats["action"]["count"] == [info["total_frames"]]
+    _check_against_source(LeRobotV30Reader(out), Dataset(dataset), "reach the red target")
+
+
+def test_v30_rolls_over_files_and_chunks_like_lerobot(dataset, tmp_path):
+    """Tiny size limits: every episode opens a new data/video file; chunks_size=2 advances the
+    chunk after two files (LeRobot's update_chunk_file_indices). The read path still agrees."""
+    out = tmp_path / "small"
+    export_lerobot(dataset, out, task="t", data_files_size_in_mb=1e-6, video_files_size_in_mb=1e-6,
+                   chunks_size=2)
+    files = sorted(p.relative_to(out).as_posix() for p in (out / "data").rglob("*.parquet"))
+    assert files == ["data/chunk-000/file-000.parquet", "data/chunk-000/file-001.parquet",
+                     "data/chunk-001/file-000.parquet"]
+    vids = sorted(p.relative_to(out / "videos" / CAM).as_posix() for p in out.rglob("*.mp4"))
+    assert vids == ["chunk-000/file-000.mp4", "chunk-000/file-001.mp4", "chunk-001/file-000.mp4"]
+    reader = LeRobotV30Reader(out)
+    assert [reader.episodes[i][f"videos/{CAM}/from_timestamp"] for i in range(3)] == [0.0, 0.0, 0.0]
+    _check_against_source(reader, Dataset(dataset), "t")
+
+
+def test_v21_stays_available(dataset, tmp_path):
+    info = export_lerobot(dataset, tmp_path / "old", version="v2.1")
+    assert info["codebase_version"] == "v2.1"
+    assert (tmp_path / "old" / "meta" / "episodes.jsonl").is_file()
+    assert (tmp_path / "old" / "data" / "chunk-000" / "episode_000002.parquet").is_file()
+    from robolearn.errors import DatasetError
+
+    with pytest.raises(DatasetError, match="v2.0"):
+        export_lerobot(dataset, tmp_path / "x", version="v2.0")
+
+
+def _import_lerobot_dataset():
+    try:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    except Exception as exc:  # noqa: BLE001 - any import failure means "cannot run here"
+        pytest.skip(f"the real lerobot package cannot be imported here ({type(exc).__name__}: {exc}). "
+                    "lerobot 0.4.4 (newest for Python 3.11) pins torch<2.11 but the project pins "
+                    "torch 2.13.0; lerobot 0.6.x needs Python >= 3.12; its torchvision import fails "
+                    "beside torch 2.13 CPU. LeRobotV30Reader above mirrors its read path instead.")
+    return LeRobotDataset
+
+
+def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path):
+    LeRobotDataset = _import_lerobot_dataset()
+    out = tmp_path / "real"
+    export_lerobot(dataset, out, task="reach")
+    lr = LeRobotDataset("local/robolearn-export", root=out)
+    src = Dataset(dataset)
+    assert lr.num_episodes == 3 and lr.fps == 10
+    idx = 0
+    for i in src.indices:
+        ep = src.episode(i)
+        for k in (0, ep.steps - 1):
+            item = lr[idx + k]
+            np.testing.assert_allclose(item["action"].numpy(), ep.data["action"][k], atol=1e-6)
+            np.testing.assert_allclose(item["observation.state"].numpy(), ep.data["obs.state"][k], atol=1e-6)
+            frame = (item[CAM].permute(1, 2, 0).numpy() * 255).round().astype(int)
+            assert np.abs(frame - ep.frames("front")[k].astype(int)).mean() < 6
+            assert item["task"] == "reach"
+        idx += ep.steps
