@@ -384,6 +384,13 @@ class Agent:
         self.actor_opt.load_state_dict(d["actor_opt"])
         self.critic_opt.load_state_dict(d["critic_opt"])
         self.num_updates = int(d["num_updates"])
+        if self._graphs is not None:
+            # a generator registered with a captured CUDA graph carries graph-side offsets:
+            # resume into a fresh one (the graphs are captured again below)
+            self.generator = torch.Generator(self.device)
+            for net in (self.critic, self.critic_target, self._critic_frozen):
+                if net is not None:
+                    net.mlp.set_generator(self.generator)
         self.generator.set_state(torch.as_tensor(d["rng"], dtype=torch.uint8).cpu())
         self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
         if self._graphs is not None:  # new optimiser state tensors: capture again

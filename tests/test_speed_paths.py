@@ -167,3 +167,25 @@ def test_cuda_graph_update_equals_eager(algo):
             assert mg[k] == pytest.approx(me[k], rel=1e-4, abs=1e-5), k
     for a, b in zip(_params(graphed), _params(eager)):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_resume_and_nan_check():
+    opts = dict(SMALL, device="cuda", check_every=1)
+    graphed = make_agent("sac", STATE, ACT, seed=6, **opts)
+    buf = _filled_buffer()
+    for _ in range(6):
+        graphed.update(buf.sample(16))
+    state = graphed.state_dict()
+    eager = make_agent("sac", STATE, ACT, seed=6, cuda_graph=False, **opts)
+    eager.load_state_dict(state)
+    graphed.load_state_dict(state)  # new optimiser tensors: the graphs are captured again
+    for _ in range(6):
+        batch = buf.sample(16)
+        mg, me = graphed.update(batch), eager.update(batch)
+        for k in me:
+            assert mg[k] == pytest.approx(me[k], rel=1e-4, abs=1e-5), k
+    with torch.no_grad():
+        graphed.critic.mlp.net[0].weight[0, 0, 0] = float("nan")
+    with pytest.raises(TrainingError, match="non-finite"):
+        graphed.update(buf.sample(16))
