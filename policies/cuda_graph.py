@@ -11,7 +11,7 @@ batch is copied into.
 
 The first `warmup` updates run eagerly on a side stream (cuBLAS/cuDNN lazy init and the
 optimisers' state must exist before capture). Anything that replaces tensors the graph holds
-(`load_state_dict` swaps the optimiser state) builds a fresh `GraphedUpdate`.
+(`load_state_dict` swaps the optimiser state) calls `reset()`.
 """
 from __future__ import annotations
 
@@ -38,10 +38,16 @@ class GraphedUpdate:
     def __init__(self, agent, warmup: int = 3):
         self.agent = agent
         self.warmup = int(warmup)
+        self.stream = torch.cuda.Stream(device=agent.device)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the captured graphs (after `load_state_dict` swapped tensors they hold); the
+        next calls warm up and capture again, on the same side stream."""
+        torch.cuda.current_stream(self.agent.device).synchronize()
         self.calls = {False: 0, True: 0}
         self.static_inputs: dict | None = None
         self.graphs: dict[bool, tuple[torch.cuda.CUDAGraph, list[str], torch.Tensor]] = {}
-        self.stream = torch.cuda.Stream(device=agent.device)
 
     def run(self, inputs: dict, do_actor: bool) -> tuple[list[str], torch.Tensor]:
         agent = self.agent

@@ -381,8 +381,10 @@ class Agent:
             self.obs_norm.load_state_dict(d["obs_norm"])
         with torch.no_grad():
             self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
-        self.actor_opt.load_state_dict(d["actor_opt"])
-        self.critic_opt.load_state_dict(d["critic_opt"])
+        # copies: Optimizer.load_state_dict keeps the given tensors when device and dtype
+        # already match, so two agents loaded from one dict would share (and corrupt) moments
+        self.actor_opt.load_state_dict(copy.deepcopy(d["actor_opt"]))
+        self.critic_opt.load_state_dict(copy.deepcopy(d["critic_opt"]))
         self.num_updates = int(d["num_updates"])
         if self._graphs is not None:
             # a generator registered with a captured CUDA graph carries graph-side offsets:
@@ -394,7 +396,7 @@ class Agent:
         self.generator.set_state(torch.as_tensor(d["rng"], dtype=torch.uint8).cpu())
         self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
         if self._graphs is not None:  # new optimiser state tensors: capture again
-            self._graphs = GraphedUpdate(self)
+            self._graphs.reset()
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """Flat CPU tensors `act` needs (actor + encoder + obs normalisation): what the learner

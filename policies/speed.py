@@ -15,6 +15,7 @@ learners --suite speed` calls it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import time
 
@@ -266,7 +267,8 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
     # threads (or a GPU) it no longer equals elapsed time, so wall clock is the figure
     clock = "cpu" if str(device) == "cpu" and threads == 1 else "wall"
     out: dict = dict(obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size, steps=steps,
-                     device=device, threads=threads, clock=clock)
+                     device=device, threads=threads, clock=clock, cpu_cores=os.cpu_count(),
+                     load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     runners = {"ours": _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed)}
     out["ours_sac_preset_overrides"] = preset_overrides(make_config("sac", batch_size=batch_size))

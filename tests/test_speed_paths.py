@@ -189,3 +189,18 @@ def test_cuda_graph_resume_and_nan_check():
         graphed.critic.mlp.net[0].weight[0, 0, 0] = float("nan")
     with pytest.raises(TrainingError, match="non-finite"):
         graphed.update(buf.sample(16))
+
+
+def test_two_agents_loaded_from_one_state_do_not_share_optimiser_moments():
+    buf = _filled_buffer()
+    src = make_agent("sac", STATE, ACT, seed=7, **SMALL)
+    for _ in range(3):
+        src.update(buf.sample(16))
+    state = src.state_dict()
+    a = make_agent("sac", STATE, ACT, seed=7, **SMALL)
+    b = make_agent("sac", STATE, ACT, seed=7, **SMALL)
+    a.load_state_dict(state)
+    b.load_state_dict(state)
+    for _ in range(3):
+        batch = buf.sample(16)
+        assert a.update(batch) == b.update(batch)

@@ -309,14 +309,17 @@ def speed_markdown(speed: dict) -> list[str]:
              + ("plain `sac` preset" if not plain else f"`sac` preset with {plain}")
              + "; SB3 is stock `SAC('MlpPolicy')` with net_arch [256, 256]. One thread: process CPU "
              "time (robust on a shared machine); two threads: wall clock.", "",
-             "| threads | ours sac updates/s | SB3 SAC updates/s | ours / SB3 |", "|---|---|---|---|"]
+             "| threads | ours sac updates/s | SB3 SAC updates/s | ours / SB3 | load average (cores) |",
+             "|---|---|---|---|---|"]
     for t in speed["threads"]:
         r = per[str(t)]
         c = "cpu_" if r["clock"] == "cpu" else ""
         lines.append(f"| {t} | {r[f'ours_sac_{c}updates_per_s']:.1f} | "
                      + (f"{r[f'sb3_sac_{c}updates_per_s']:.1f} | **{speed[f'sac_speedup_vs_sb3_{t}thread']:.2f}x** |"
-                        if r.get("sb3_sac_updates_per_s") else "- | - |"))
-    lines.append("")
+                        if r.get("sb3_sac_updates_per_s") else "- | - |")
+                     + f" {r.get('load_average_1min') or 0:.1f} ({r.get('cpu_cores')}) |")
+    lines += ["", "A multi-thread figure only means something when that many cores are free: with "
+              "the load average above the core count, threads wait on each other and rates collapse.", ""]
     if speed.get("sac_update_flops"):
         gemm = first["gemm"]
         lines += [f"- one update: **{speed['sac_update_flops'] / 1e9:.3f} GFLOP** (counted by "
