@@ -35,6 +35,13 @@ def _tree_copy_(dst, src) -> None:
 class GraphedUpdate:
     """Runs `agent._learn(inputs, do_actor)` eagerly for `warmup` calls, then as CUDA graphs."""
 
+    @staticmethod
+    def supported() -> bool:
+        """CUDA graphs with the agent's own generator need torch's `register_generator_state`
+        (torch >= 2.5); without it the agent runs its update eagerly."""
+        return hasattr(torch.cuda, "CUDAGraph") and hasattr(torch.cuda.CUDAGraph,
+                                                            "register_generator_state")
+
     def __init__(self, agent, warmup: int = 3):
         self.agent = agent
         self.warmup = int(warmup)
@@ -72,11 +79,7 @@ class GraphedUpdate:
     def _capture(self, do_actor: bool):
         agent = self.agent
         graph = torch.cuda.CUDAGraph()
-        register = getattr(graph, "register_generator_state", None)
-        if register is None:
-            raise RuntimeError("this torch cannot capture a CUDA graph with the agent's own "
-                               "torch.Generator (needs torch>=2.5); pass cuda_graph=False")
-        register(agent.generator)
+        graph.register_generator_state(agent.generator)
         torch.cuda.current_stream(agent.device).synchronize()
         # own memory pool per schedule: the two graphs replay in any order
         with torch.cuda.graph(graph, stream=self.stream):

@@ -189,7 +189,8 @@ class Agent:
         self._target_params = list(self.critic_target.parameters()) if self.critic_target else []
         self._grad_params = critic_params
         self._check_every = cfg.check_every or (1 if self.device.type == "cpu" else 100)
-        self._graphs = GraphedUpdate(self) if (cfg.cuda_graph and self.device.type == "cuda") else None
+        self._graphs = (GraphedUpdate(self) if cfg.cuda_graph and self.device.type == "cuda"
+                        and GraphedUpdate.supported() else None)
 
     # -------------------------------------------------------------------------------- acting
     @property
@@ -387,8 +388,7 @@ class Agent:
         self.critic_opt.load_state_dict(copy.deepcopy(d["critic_opt"]))
         self.num_updates = int(d["num_updates"])
         if self._graphs is not None:
-            # a generator registered with a captured CUDA graph carries graph-side offsets:
-            # resume into a fresh one (the graphs are captured again below)
+            # the graphs are captured again below: give them a generator no old graph holds
             self.generator = torch.Generator(self.device)
             for net in (self.critic, self.critic_target, self._critic_frozen):
                 if net is not None:

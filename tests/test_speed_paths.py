@@ -204,3 +204,23 @@ def test_two_agents_loaded_from_one_state_do_not_share_optimiser_moments():
     for _ in range(3):
         batch = buf.sample(16)
         assert a.update(batch) == b.update(batch)
+
+
+def test_speed_suite_reports_everything_in_one_run_and_names_non_plain_presets():
+    pytest.importorskip("stable_baselines3")
+    from robolearn.bench.learners import speed_markdown
+    from robolearn.policies.speed import measure_speed_suite
+
+    lines = []
+    out = measure_speed_suite(threads=(1,), steps=4, obs_dim=5, action_dim=2, warmup=1, rounds=2,
+                              batch_size=32, print_fn=lines.append)
+    r = out["per_threads"]["1"]
+    assert out["sac_update_flops"] > 0 and out["gemm_limit_gflops"] > 0
+    achieved = r["ours_sac_cpu_updates_per_s"] * out["sac_update_flops"] / 1e9
+    assert out["sac_fraction_of_limit"] == pytest.approx(achieved / out["gemm_limit_gflops"])
+    assert out["sac_speedup_vs_sb3_1thread"] == pytest.approx(r["sac_speedup_vs_sb3_cpu"])
+    assert out["redq10_vs_2_flop_ratio"] > 1
+    md = "\n".join(speed_markdown(out))
+    # batch 32 is not the preset's 256: the report must say so rather than call it plain `sac`
+    assert "`sac` preset with {'batch_size': 32}" in md and "sac_fraction_of_limit" in md
+    assert any("sac preset with" in line for line in lines)
