@@ -8,6 +8,7 @@ batch-renorm statistics.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -117,6 +118,27 @@ class EnsembleMLP(nn.Module):
                 raise NotImplementedError("member subsets of batch-renorm critics (CrossQ has no target)")
             x = layer(x, members) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
         return x
+
+
+def detached_alias(module: nn.Module) -> nn.Module:
+    """A copy of `module` whose parameters are detached views of the originals (same storage).
+
+    Why: the actor loss backpropagates through the critic into the action only. Toggling
+    `requires_grad_` around that forward costs a Python walk over the parameters twice per
+    update and is state a CUDA graph cannot hold; the alias needs neither. Buffers (batch-renorm
+    statistics) and dropout generators are shared, not copied; in-place optimiser steps and
+    `load_state_dict` (both write into the storage) stay visible to the alias.
+    """
+    memo: dict[int, object] = {}
+    for p in module.parameters():
+        memo[id(p)] = p.detach()
+    for b in module.buffers():
+        memo[id(b)] = b
+    for m in module.modules():
+        gen = getattr(m, "generator", None)
+        if gen is not None:
+            memo[id(gen)] = gen
+    return copy.deepcopy(module, memo)
 
 
 class Critic(nn.Module):

@@ -37,7 +37,8 @@ from robolearn.env import PRIVILEGED_KEY
 from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
-from robolearn.policies.networks import Actor, Critic, RunningNorm
+from robolearn.policies.cuda_graph import GraphedUpdate
+from robolearn.policies.networks import Actor, Critic, RunningNorm, detached_alias
 
 
 PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
@@ -93,6 +94,8 @@ class AgentConfig:
     privileged: str = "none"  # "none" | "critic" | "actor_and_critic" (sim-only, not deployable)
     # --- placement
     device: str = "cpu"
+    cuda_graph: bool = True  # on CUDA: replay each update as one captured CUDA graph
+    check_every: int = 0  # read metrics + NaN check every this many updates; 0 = auto (CPU 1, GPU 100)
 
     def validate(self) -> "AgentConfig":
         def need(cond, msg):
@@ -110,6 +113,7 @@ class AgentConfig:
         for k in ("n_step", "batch_size", "utd", "replay_capacity", "feature_dim",
                   "encoder_filters", "encoder_layers"):
             need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
+        need(self.check_every >= 0, f"check_every={self.check_every} must be >= 0 (0 = auto)")
         need(self.learning_starts >= 0, f"learning_starts={self.learning_starts} must be >= 0")
         for k in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):
             need(getattr(self, k) > 0, f"{k}={getattr(self, k)} must be > 0")
@@ -191,6 +195,8 @@ class Agent:
                 batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
                 renorm_warmup=cfg.renorm_warmup).to(self.device)
         self.critic.mlp.set_generator(self.generator)
+        self._critic_frozen = detached_alias(self.critic)  # the actor loss's view of the critic
+        self._critic_frozen.train(not cfg.critic_batch_renorm)
         self.critic_target = None
         if cfg.target_network:
             self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -212,6 +218,9 @@ class Agent:
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters()) if self.critic_target else []
         self._grad_params = critic_params
+        self._check_every = cfg.check_every or (1 if self.device.type == "cpu" else 100)
+        self._graphs = (GraphedUpdate(self) if cfg.cuda_graph and self.device.type == "cuda"
+                        and GraphedUpdate.supported() else None)
 
     # -------------------------------------------------------------------------------- acting
     @property
@@ -286,17 +295,50 @@ class Agent:
                 "without it this agent can only act")
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """One critic gradient step (+ actor/temperature per policy delay); returns metrics."""
+        """One critic gradient step (+ actor/temperature per policy delay); returns metrics.
+
+        Metrics are read back (one host sync) and checked for NaN/inf every `check_every`
+        updates: every update on CPU, where a read-back is free; on CUDA every 100, so the
+        host never waits for the GPU in between (the other updates return {}). A batch of
+        numpy arrays is checked on the host every update; a batch already on the device
+        (`DeviceReplay`) is checked through the losses it produces.
+        """
         cfg = self.config
         self.require_learning()
         self.num_updates += 1
         n = self.num_updates
-        _check_batch(batch, n)
-        obs = self._obs_to_torch(batch.obs, augment=True)
-        next_obs = self._obs_to_torch(batch.next_obs, augment=True)
-        action = torch.as_tensor(batch.action).to(self.device, non_blocking=True)
-        reward = torch.as_tensor(batch.reward).to(self.device, non_blocking=True)
-        discount = torch.as_tensor(batch.discount).to(self.device, non_blocking=True)
+        if isinstance(batch.action, np.ndarray):
+            _check_batch(batch, n)
+        inputs = {"obs": dict(batch.obs), "next_obs": dict(batch.next_obs), "action": batch.action,
+                  "reward": batch.reward, "discount": batch.discount}
+        do_actor = n % cfg.actor_every == 0
+        if self._graphs is None:
+            keys, values = self._learn(inputs, do_actor)
+        else:
+            keys, values = self._graphs.run(inputs, do_actor)
+        if n % self._check_every:
+            return {}
+        out = dict(zip(keys, values.tolist()))  # one device->host transfer
+        bad = [k for k, v in out.items() if not math.isfinite(v)]
+        if bad:
+            since = "" if self._check_every == 1 else (
+                f" (checked every {self._check_every} updates: it went bad after update "
+                f"{n - self._check_every})")
+            raise TrainingError(
+                f"update {n}: non-finite {', '.join(bad)} ({', '.join(f'{k}={out[k]}' for k in bad)})"
+                f"{since}; a parameter or the data went NaN/inf. Lower the learning rates, set "
+                "grad_clip, or check rewards/observations; resume from the last checkpoint")
+        return out
+
+    def _learn(self, inputs: dict, do_actor: bool) -> tuple[list[str], torch.Tensor]:
+        """The update's tensor work (no host sync, no Python state that changes per call, so
+        CUDA graphs can capture it): returns metric names and one stacked metric tensor."""
+        cfg = self.config
+        obs = self._obs_to_torch(inputs["obs"], augment=True)
+        next_obs = self._obs_to_torch(inputs["next_obs"], augment=True)
+        action = torch.as_tensor(inputs["action"]).to(self.device, non_blocking=True)
+        reward = torch.as_tensor(inputs["reward"]).to(self.device, non_blocking=True)
+        discount = torch.as_tensor(inputs["discount"]).to(self.device, non_blocking=True)
         alpha = self.log_alpha.detach().exp()
         if self.obs_norm is not None:
             self.obs_norm.update(obs[self.state_key])
@@ -346,15 +388,12 @@ class Agent:
 
         metrics = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
         # ---- actor and temperature
-        if n % cfg.actor_every == 0:
+        if do_actor:
             feat_d = actor_feat.detach()
             pi_action, logp = self.actor.sample(feat_d, self.generator)
-            self.critic.requires_grad_(False)
-            if cfg.critic_batch_renorm:
-                self.critic.eval()  # CrossQ: running statistics for the policy objective
-            q_pi = self.critic(critic_feat.detach(), pi_action)
-            self.critic.train()
-            self.critic.requires_grad_(True)
+            # detached-weight alias: gradients reach the action only (no critic weight grads);
+            # in eval mode for CrossQ (running statistics for the policy objective)
+            q_pi = self._critic_frozen(critic_feat.detach(), pi_action)
             q_pi = q_pi.min(dim=0).values if cfg.actor_q == "min" else q_pi.mean(dim=0)
             actor_loss = (alpha * logp - q_pi).mean()
             temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
@@ -366,15 +405,7 @@ class Agent:
             metrics.update(actor_loss=actor_loss.detach(), temperature_loss=temp_loss.detach(),
                            entropy=-logp.detach().mean())
         metrics["alpha"] = alpha
-        values = torch.stack(list(metrics.values())).tolist()  # one device->host transfer
-        out = dict(zip(metrics, values))
-        bad = [k for k, v in out.items() if not math.isfinite(v)]
-        if bad:
-            raise TrainingError(
-                f"update {n}: non-finite {', '.join(bad)} ({', '.join(f'{k}={out[k]}' for k in bad)}); "
-                "a parameter or the data went NaN/inf. Lower the learning rates, set grad_clip, or "
-                "check rewards/observations; resume from the last checkpoint")
-        return out
+        return list(metrics), torch.stack(list(metrics.values()))
 
     # ----------------------------------------------------------------------------- state I/O
     def state_dict(self) -> dict:
@@ -421,11 +452,21 @@ class Agent:
             self.priv_norm.load_state_dict(d["priv_norm"])
         with torch.no_grad():
             self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
-        self.actor_opt.load_state_dict(d["actor_opt"])
-        self.critic_opt.load_state_dict(d["critic_opt"])
+        # copies: Optimizer.load_state_dict keeps the given tensors when device and dtype
+        # already match, so two agents loaded from one dict would share (and corrupt) moments
+        self.actor_opt.load_state_dict(copy.deepcopy(d["actor_opt"]))
+        self.critic_opt.load_state_dict(copy.deepcopy(d["critic_opt"]))
         self.num_updates = int(d["num_updates"])
+        if self._graphs is not None:
+            # the graphs are captured again below: give them a generator no old graph holds
+            self.generator = torch.Generator(self.device)
+            for net in (self.critic, self.critic_target, self._critic_frozen):
+                if net is not None:
+                    net.mlp.set_generator(self.generator)
         self.generator.set_state(torch.as_tensor(d["rng"], dtype=torch.uint8).cpu())
         self.act_generator.set_state(torch.as_tensor(d["act_rng"], dtype=torch.uint8).cpu())
+        if self._graphs is not None:  # new optimiser state tensors: capture again
+            self._graphs.reset()
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """Flat CPU tensors `act` needs (actor + encoder + obs normalisation): what the learner
@@ -465,7 +506,10 @@ def _mismatch_as_dataset_error(what: str):
 # ---------------------------------------------------------------------------------- helpers
 def _adam_impl(device: torch.device) -> dict:
     # the fused kernel is ~2.5x faster than the per-parameter loop on CPU and one launch on GPU
-    return {"fused": True} if device.type in ("cpu", "cuda") else {"foreach": True}
+    # capturable: Adam's step counters live on the GPU, so a CUDA graph can hold the step
+    if device.type == "cuda":
+        return {"fused": True, "capturable": True}
+    return {"fused": True} if device.type == "cpu" else {"foreach": True}
 
 
 def _check_spaces(observation_space, action_space, cfg: AgentConfig) -> tuple[str | None, list[str]]:

@@ -1,13 +1,21 @@
-"""Update-speed measurement: our `sac` vs Stable-Baselines3 SAC, and the ensemble cost ratio.
+"""Update-speed measurement: our `sac` vs Stable-Baselines3 SAC, against the machine's limit.
 
 Why: on a real robot the learner must keep up with a 10 Hz arm at UTD 20, so gradient
-updates/s is a product requirement. Both learners are timed in this process, single-threaded,
-same network sizes, same batch size, same obs/action dims, including replay sampling (SB3's
-`train()` samples internally, so ours samples from our ReplayBuffer inside the timed loop).
-`robolearn bench learners` calls `measure_update_speed` and prints the ratios.
+updates/s is a product requirement. Both learners are timed in this process, same network
+sizes, same batch size, same obs/action dims, including replay sampling (SB3's `train()`
+samples internally, so ours samples from our ReplayBuffer inside the timed loop).
+
+A ratio against SB3 alone does not say how much is left to gain, so `measure_speed_suite`
+also counts the FLOPs of one update (torch.utils.flop_counter over a real update, not a
+formula), measures the fastest fp32 matrix-multiply path this machine offers (MKL `mm`,
+oneDNN `linear`, batched `bmm`, at the update's shapes and a large one) in the same run, and
+reports `sac_fraction_of_limit` = achieved update FLOP/s / that GEMM rate. `robolearn bench
+learners --suite speed` calls it.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import random
 import time
 
@@ -16,7 +24,7 @@ import numpy as np
 import torch
 
 from robolearn.data.replay import ReplayBuffer
-from robolearn.policies.registry import make_agent
+from robolearn.policies.registry import make_agent, make_config
 
 
 def _spaces(obs_dim: int, action_dim: int):
@@ -104,7 +112,91 @@ def _sb3_runner(data, obs_dim: int, action_dim: int, batch_size: int, device: st
     def run(k: int) -> None:
         model.train(gradient_steps=k, batch_size=batch_size)
 
+    run.model = model  # for the FLOP count
     return run
+
+
+def preset_overrides(config) -> dict:
+    """Options of `config` that differ from its plain preset ({} = the plain preset), so a
+    speed figure always says what it measured (placement excluded)."""
+    plain = make_config(config.algo)
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name != "device" and getattr(config, f.name) != getattr(plain, f.name)}
+
+
+def count_update_flops(algo: str, obs_space, act_space, buf, batch_size: int, device: str,
+                       seed: int, **overrides) -> float:
+    """FLOPs of one gradient update, counted by torch.utils.flop_counter while a real update
+    runs (matrix products and convolutions; elementwise work is not counted). Averaged over
+    one actor period (`actor_every` updates), so delayed actor steps count at their rate."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    overrides.setdefault("cuda_graph", False)  # a graph replay dispatches no ops to count
+    agent = make_agent(algo, obs_space, act_space, seed=seed, device=device, batch_size=batch_size,
+                       **overrides)
+    k = agent.config.actor_every
+    with FlopCounterMode(display=False) as fc:
+        for _ in range(k):
+            agent.update(buf.sample(batch_size))
+    return fc.get_total_flops() / k
+
+
+def _sb3_update_flops(model, batch_size: int) -> float:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as fc:
+        model.train(gradient_steps=1, batch_size=batch_size)
+    return float(fc.get_total_flops())
+
+
+def _gemm_paths(n: int, device: str) -> dict:
+    """fp32 matrix-multiply routes torch offers here, each doing one n x n x n product (bmm: two)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a2, b2 = torch.randn(2, n, n, device=device), torch.randn(2, n, n, device=device)
+    paths = {f"mm {n}^3": (lambda: torch.mm(a, b), 2 * n ** 3),
+             f"bmm 2x{n}^3": (lambda: torch.bmm(a2, b2), 4 * n ** 3)}
+    if device == "cpu" and torch.backends.mkldnn.is_available():
+        try:  # oneDNN's inner-product kernel (the route the fast CPU paths of torch use)
+            linear = torch.ops.mkldnn._linear_pointwise
+            linear(a, b, None, "none", [], "")
+            paths[f"oneDNN linear {n}^3"] = (lambda: linear(a, b, None, "none", [], ""), 2 * n ** 3)
+        except (AttributeError, RuntimeError):
+            pass
+    return paths
+
+
+def measure_gemm_limit(device: str = "cpu", sizes=(256, 1024), min_time: float = 0.25) -> dict:
+    """GFLOP/s of every fp32 matrix-multiply path at the update's shape (256) and a large one,
+    measured now; `limit_gflops` is the fastest. Wall and process-CPU clocks (the CPU clock is
+    the robust one for one thread on a shared machine); tf32 stays off (fp32 accuracy)."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    res: dict[str, dict] = {}
+    for n in sizes:
+        for name, (fn, flops) in _gemm_paths(n, device).items():
+            for _ in range(3):
+                fn()
+            sync()
+            walls, cpus = [], []
+            for _ in range(5):  # 5 blocks, median: robust to other processes' bursts
+                reps, t0, c0 = 0, time.perf_counter(), time.process_time()
+                while reps < 3 or time.perf_counter() - t0 < min_time / 5:
+                    fn()
+                    reps += 1
+                sync()
+                walls.append(flops * reps / (time.perf_counter() - t0) / 1e9)
+                cpus.append(flops * reps / max(time.process_time() - c0, 1e-9) / 1e9)
+            res[name] = {"wall": float(np.median(walls)), "cpu": float(np.median(cpus))}
+    best = {clock: max(res, key=lambda k: res[k][clock]) for clock in ("wall", "cpu")}
+    out = {"paths_gflops": res, "limit_path": best,
+           "limit_gflops": {clock: res[best[clock]][clock] for clock in ("wall", "cpu")}}
+    if device == "cpu":  # not fp32, so never the limit; shows whether bf16 would pay here
+        a = torch.randn(256, 256, dtype=torch.bfloat16)
+        reps, c0 = 0, time.process_time()
+        while reps < 3 or time.process_time() - c0 < min_time / 5:
+            torch.mm(a, a)
+            reps += 1
+        out["bf16_mm_256_gflops_cpu"] = 2 * 256 ** 3 * reps / max(time.process_time() - c0, 1e-9) / 1e9
+    return out
 
 
 def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: int = 256,
@@ -139,7 +231,7 @@ def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: i
 def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 200, warmup: int = 20,
                          batch_size: int = 256, device: str = "cpu", seed: int = 0,
                          include_sb3: bool = True, num_threads: int | None = 1, rounds: int = 5,
-                         print_fn=print) -> dict:
+                         print_fn=print, ensemble: bool = True, limit: bool = True) -> dict:
     """Gradient updates/s of our `sac` (UTD 1) vs SB3 SAC, and of `redq` with 10 vs 2 critics.
 
     Returns a dict with `ours_sac_updates_per_s`, `sb3_sac_updates_per_s` (None without SB3),
@@ -155,7 +247,7 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
     try:
         with torch.random.fork_rng(devices=[]):
             return _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed,
-                            include_sb3, rounds, print_fn)
+                            include_sb3, rounds, print_fn, ensemble, limit)
     finally:
         torch.set_num_threads(threads_before)
         random.setstate(py_state)
@@ -163,17 +255,23 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
 
 
 def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, include_sb3, rounds,
-             print_fn) -> dict:
+             print_fn, ensemble=True, limit=True) -> dict:
     obs_space, act_space = _spaces(obs_dim, action_dim)
     n = max(5000, 4 * batch_size)
     data = _random_data(n, obs_dim, action_dim, seed)
     buf = ReplayBuffer(obs_space, act_space, n + 100, seed=seed)
     _fill_ours(buf, data)
 
+    threads = torch.get_num_threads()
+    # one thread on CPU: process CPU time is the robust clock on a shared machine; with more
+    # threads (or a GPU) it no longer equals elapsed time, so wall clock is the figure
+    clock = "cpu" if str(device) == "cpu" and threads == 1 else "wall"
     out: dict = dict(obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size, steps=steps,
-                     device=device, threads=torch.get_num_threads())
+                     device=device, threads=threads, clock=clock, cpu_cores=os.cpu_count(),
+                     load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     runners = {"ours": _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed)}
+    out["ours_sac_preset_overrides"] = preset_overrides(make_config("sac", batch_size=batch_size))
     if include_sb3:
         try:
             runners["sb3"] = _sb3_runner(data, obs_dim, action_dim, batch_size, device, seed)
@@ -188,25 +286,213 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
     if "sb3" in speed:
         out["sac_speedup_vs_sb3"] = speed["ours"]["wall"] / speed["sb3"]["wall"]
         out["sac_speedup_vs_sb3_cpu"] = speed["ours"]["cpu"] / speed["sb3"]["cpu"]
-    # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
-    runners = {n: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed, num_critics=n)
-               for n in (10, 2)}
-    speed = _interleaved(runners, steps, warmup, rounds, sync)
-    out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10]["wall"], speed[2]["wall"]
-    out["redq10_vs_2_cost_ratio"] = speed[2]["wall"] / speed[10]["wall"]
-    out["redq10_vs_2_cost_ratio_cpu"] = speed[2]["cpu"] / speed[10]["cpu"]
-    ens = measure_ensemble_batching(device=device)
-    out["ensemble10_batched_vs_loop_speedup"] = ens["batched_vs_loop_speedup"]
+    if limit:
+        out["sac_update_flops"] = count_update_flops("sac", obs_space, act_space, buf, batch_size,
+                                                     device, seed)
+        out["sb3_update_flops"] = (_sb3_update_flops(runners["sb3"].model, batch_size)
+                                   if "sb3" in runners else None)
+        gemm = measure_gemm_limit(str(device))
+        out["gemm"] = gemm
+        out["gemm_limit_gflops"] = gemm["limit_gflops"][clock]
+        out["gemm_limit_path"] = gemm["limit_path"][clock]
+        achieved = speed["ours"][clock] * out["sac_update_flops"] / 1e9
+        out["sac_achieved_gflops"] = achieved
+        out["sac_fraction_of_limit"] = achieved / out["gemm_limit_gflops"]
+        if "sb3" in speed:
+            out["sb3_fraction_of_limit"] = (speed["sb3"][clock] * out["sb3_update_flops"] / 1e9
+                                            / out["gemm_limit_gflops"])
+    if ensemble:
+        # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
+        runners = {k: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed,
+                                  num_critics=k) for k in (10, 2)}
+        speed = _interleaved(runners, steps, warmup, rounds, sync)
+        out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10]["wall"], speed[2]["wall"]
+        out["redq10_vs_2_cost_ratio"] = speed[2]["wall"] / speed[10]["wall"]
+        out["redq10_vs_2_cost_ratio_cpu"] = speed[2]["cpu"] / speed[10]["cpu"]
+        flops = {k: count_update_flops("redq", obs_space, act_space, buf, batch_size, device, seed,
+                                       num_critics=k) for k in (10, 2)}
+        out["redq10_update_flops"], out["redq2_update_flops"] = flops[10], flops[2]
+        out["redq10_vs_2_flop_ratio"] = flops[10] / flops[2]
+        out["redq_preset_overrides"] = {k: preset_overrides(make_config("redq", num_critics=k,
+                                                                        batch_size=batch_size))
+                                        for k in (10, 2)}
+        ens = measure_ensemble_batching(device=device)
+        out["ensemble10_batched_vs_loop_speedup"] = ens["batched_vs_loop_speedup"]
+    _print(out, print_fn)
+    return out
 
-    print_fn(f"update speed ({device}, {out['threads']} thread(s), batch {batch_size}, "
-             f"obs {obs_dim}, act {action_dim}, 256x256 nets; wall clock | process CPU time):")
-    print_fn(f"  ours sac  : {out['ours_sac_updates_per_s']:8.1f} | {out['ours_sac_cpu_updates_per_s']:8.1f} updates/s")
+
+def _print(out: dict, print_fn) -> None:
+    plain = out["ours_sac_preset_overrides"]
+    print_fn(f"update speed ({out['device']}, {out['threads']} thread(s), batch {out['batch_size']}, "
+             f"obs {out['obs_dim']}, act {out['action_dim']}, 256x256 nets; wall clock | process CPU time):")
+    print_fn(f"  ours sac  : {out['ours_sac_updates_per_s']:8.1f} | {out['ours_sac_cpu_updates_per_s']:8.1f} "
+             f"updates/s ({'plain sac preset' if not plain else f'sac preset with {plain}'})")
     if out["sb3_sac_updates_per_s"] is not None:
         print_fn(f"  SB3 SAC   : {out['sb3_sac_updates_per_s']:8.1f} | {out['sb3_sac_cpu_updates_per_s']:8.1f} updates/s"
                  f"  -> ours/SB3 = {out['sac_speedup_vs_sb3']:.2f}x | {out['sac_speedup_vs_sb3_cpu']:.2f}x")
-    print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
-    print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
-             f"{out['redq10_vs_2_cost_ratio']:.2f}x | {out['redq10_vs_2_cost_ratio_cpu']:.2f}x a 2-critic one")
-    print_fn(f"  10-critic forward+backward, one batched op vs a Python loop over 10 MLPs: "
-             f"{out['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
+    if "sac_fraction_of_limit" in out:
+        print_fn(f"  one update: {out['sac_update_flops'] / 1e9:.3f} GFLOP (counted); fastest fp32 GEMM "
+                 f"here: {out['gemm_limit_gflops']:.1f} GFLOP/s ({out['gemm_limit_path']}, {out['clock']} clock)"
+                 f" -> ours at {out['sac_achieved_gflops']:.1f} GFLOP/s = sac_fraction_of_limit "
+                 f"{out['sac_fraction_of_limit']:.2f}"
+                 + (f", SB3 {out['sb3_fraction_of_limit']:.2f}" if "sb3_fraction_of_limit" in out else ""))
+    if "redq10_updates_per_s" in out:
+        print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
+        print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
+                 f"{out['redq10_vs_2_cost_ratio']:.2f}x | {out['redq10_vs_2_cost_ratio_cpu']:.2f}x a 2-critic one "
+                 f"(FLOP ratio {out['redq10_vs_2_flop_ratio']:.2f}x)")
+        print_fn(f"  10-critic forward+backward, one batched op vs a Python loop over 10 MLPs: "
+                 f"{out['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
+
+
+def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
+                        print_fn=print, **kwargs) -> dict:
+    """`robolearn bench learners --suite speed`: ours vs SB3 at each thread count, the FLOP
+    count, the GEMM limit and `sac_fraction_of_limit` per thread count, and the 10- vs
+    2-critic cost (first thread count only: it is a ratio of our own updates)."""
+    per = {}
+    for i, t in enumerate(threads):
+        per[str(t)] = measure_update_speed(steps=steps, device=device, num_threads=t,
+                                           ensemble=(i == 0), print_fn=print_fn, **kwargs)
+    first = per[str(threads[0])]
+    summary = {k: first.get(k) for k in (
+        "sac_update_flops", "sb3_update_flops", "gemm_limit_gflops", "gemm_limit_path",
+        "sac_fraction_of_limit", "sb3_fraction_of_limit", "redq10_vs_2_cost_ratio",
+        "redq10_vs_2_cost_ratio_cpu", "redq10_vs_2_flop_ratio", "ours_sac_preset_overrides",
+        "redq_preset_overrides")}
+    for t in threads:
+        r = per[str(t)]
+        summary[f"sac_speedup_vs_sb3_{t}thread"] = (
+            r["sac_speedup_vs_sb3_cpu"] if r["clock"] == "cpu" else r["sac_speedup_vs_sb3"])
+    return {"suite": "speed", "device": device, "threads": list(threads), "per_threads": per,
+            **summary}
+
+
+# ------------------------------------------------------------------------------------- GPU
+def _pixel_setup(n: int, image: int, obs_dim: int, action_dim: int, seed: int):
+    """Dict obs of one 84x84 RGB camera (HWC, our layout) + state, random contents."""
+    rng = np.random.default_rng(seed)
+    obs_space = gym.spaces.Dict({
+        "state": gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
+        "pixels": gym.spaces.Box(0, 255, (image, image, 3), np.uint8)})
+    act_space = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+    frames = rng.integers(0, 256, (n + 1, image, image, 3), dtype=np.uint8)
+    state = rng.standard_normal((n + 1, obs_dim)).astype(np.float32)
+    act = rng.uniform(-1, 1, (n, action_dim)).astype(np.float32)
+    rew = rng.standard_normal(n).astype(np.float32)
+    done = (np.arange(n) % 200) == 199
+    return obs_space, act_space, (frames, state, act, rew, done)
+
+
+def _sb3_pixel_runner(data, batch_size: int, device: str, seed: int):
+    """SB3 SAC on the same camera + state observations (its MultiInputPolicy: NatureCNN on
+    the image, channel-first as SB3 stores images)."""
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.logger import configure
+
+    frames, state, act, rew, done = data
+    chw = frames.transpose(0, 3, 1, 2)
+
+    class _Env(gym.Env):
+        observation_space = gym.spaces.Dict({
+            "state": gym.spaces.Box(-np.inf, np.inf, state.shape[1:], np.float32),
+            "pixels": gym.spaces.Box(0, 255, chw.shape[1:], np.uint8)})
+        action_space = gym.spaces.Box(-1.0, 1.0, act.shape[1:], np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, False, False, {}
+
+    model = SAC("MultiInputPolicy", _Env(), batch_size=batch_size, learning_starts=0,
+                buffer_size=len(act) + 1, policy_kwargs=dict(net_arch=[256, 256]), device=device,
+                seed=seed, verbose=0)
+    model.set_logger(configure(None, []))
+    for t in range(len(act)):
+        o = {"state": state[t][None], "pixels": chw[t][None]}
+        o2 = {"state": state[t + 1][None], "pixels": chw[t + 1][None]}
+        model.replay_buffer.add(o, o2, act[t][None], rew[t][None], np.array([done[t]]),
+                                [{"TimeLimit.truncated": bool(done[t])}])
+
+    def run(k: int) -> None:
+        model.train(gradient_steps=k, batch_size=batch_size)
+
+    run.model = model
+    return run
+
+
+def measure_gpu_speed(device: str = "cuda", steps: int = 300, warmup: int = 100, rounds: int = 5,
+                      batch_size: int = 256, obs_dim: int = 17, action_dim: int = 6, image: int = 84,
+                      seed: int = 0, include_sb3: bool = True, print_fn=print) -> dict:
+    """Gradient updates/s on a GPU: our sac / redq / drq (replay on the device, CUDA-graph
+    updates, metrics read every `check_every` updates) against SB3 SAC on the same GPU (state
+    obs, and camera + state obs with its CNN policy), plus our sac run eagerly from host replay
+    (what the graph and device replay add). Wall clock, the GPU synchronised around each block."""
+    from robolearn.data.replay import DeviceReplay
+
+    cuda = str(device).startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)  # CPU: a smoke test of this code
+    with torch.random.fork_rng(devices=[]):
+        n = max(5000, 4 * batch_size)
+        obs_space, act_space = _spaces(obs_dim, action_dim)
+        data = _random_data(n, obs_dim, action_dim, seed)
+        buf = ReplayBuffer(obs_space, act_space, n + 100, seed=seed)
+        _fill_ours(buf, data)
+        dev = DeviceReplay(buf, device, seed=seed)
+        state = {
+            "ours sac": _our_runner("sac", obs_space, act_space, dev, batch_size, device, seed),
+            "ours sac (eager, host replay)": _our_runner(
+                "sac", obs_space, act_space, buf, batch_size, device, seed, cuda_graph=False,
+                check_every=1),
+            "ours redq (N=10, M=2)": _our_runner("redq", obs_space, act_space, dev, batch_size,
+                                                 device, seed),
+        }
+        if include_sb3:
+            state["SB3 SAC"] = _sb3_runner(data, obs_dim, action_dim, batch_size, device, seed)
+        res = _interleaved(state, steps, warmup, rounds, sync)
+
+        pobs, pact, pdata = _pixel_setup(n, image, obs_dim, action_dim, seed)
+        frames, pstate, act, rew, done = pdata
+        pbuf = ReplayBuffer(pobs, pact, n + 100, seed=seed)
+        for t in range(len(act)):
+            pbuf.add({"state": pstate[t], "pixels": frames[t]}, act[t], float(rew[t]),
+                     {"state": pstate[t + 1], "pixels": frames[t + 1]}, False, bool(done[t]))
+        pdev = DeviceReplay(pbuf, device, seed=seed)
+        pixel = {"ours drq": _our_runner("drq", pobs, pact, pdev, batch_size, device, seed)}
+        if include_sb3:
+            pixel["SB3 SAC (CNN)"] = _sb3_pixel_runner(pdata, batch_size, device, seed)
+        res.update(_interleaved(pixel, max(steps // 3, 20), max(warmup // 2, 20), rounds, sync))
+    ups = {k: v["wall"] for k, v in res.items()}
+    flops = {"ours sac": count_update_flops("sac", obs_space, act_space, dev, batch_size, device, seed),
+             "ours redq (N=10, M=2)": count_update_flops("redq", obs_space, act_space, dev, batch_size,
+                                                         device, seed),
+             "ours drq": count_update_flops("drq", pobs, pact, pdev, batch_size, device, seed)}
+    if include_sb3:
+        flops["SB3 SAC"] = _sb3_update_flops(state["SB3 SAC"].model, batch_size)
+        flops["SB3 SAC (CNN)"] = _sb3_update_flops(pixel["SB3 SAC (CNN)"].model, batch_size)
+    out = {"device": device, "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+           "torch": torch.__version__, "batch_size": batch_size, "obs_dim": obs_dim,
+           "action_dim": action_dim, "image": [image, image, 3], "steps": steps,
+           "updates_per_s": ups, "update_gflop": {k: v / 1e9 for k, v in flops.items()},
+           "achieved_tflops": {k: ups[k] * flops[k] / 1e12 for k in flops},
+           "preset_overrides": {"sac": preset_overrides(make_config("sac", batch_size=batch_size)),
+                                "redq": preset_overrides(make_config("redq", batch_size=batch_size)),
+                                "drq": preset_overrides(make_config("drq", batch_size=batch_size))}}
+    if "SB3 SAC" in ups:
+        out["sac_speedup_vs_sb3"] = ups["ours sac"] / ups["SB3 SAC"]
+        out["sac_eager_speedup_vs_sb3"] = ups["ours sac (eager, host replay)"] / ups["SB3 SAC"]
+        out["redq_updates_vs_sb3_sac"] = ups["ours redq (N=10, M=2)"] / ups["SB3 SAC"]
+    if "SB3 SAC (CNN)" in ups:
+        out["drq_speedup_vs_sb3_cnn"] = ups["ours drq"] / ups["SB3 SAC (CNN)"]
+    print_fn(f"GPU update speed ({out['device_name']}, batch {batch_size}, wall clock):")
+    for k, v in ups.items():
+        extra = (f"  ({flops[k] / 1e9:.2f} GFLOP/update, {ups[k] * flops[k] / 1e12:.2f} TFLOP/s)"
+                 if k in flops else "")
+        print_fn(f"  {k:32s}: {v:9.1f} updates/s{extra}")
+    for k in ("sac_speedup_vs_sb3", "sac_eager_speedup_vs_sb3", "redq_updates_vs_sb3_sac",
+              "drq_speedup_vs_sb3_cnn"):
+        if k in out:
+            print_fn(f"  {k} = {out[k]:.2f}x")
     return out

@@ -53,7 +53,9 @@ SUITES: dict[str, dict] = {
                         agent={"init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
                                "normalize_obs": True, "privileged": "actor_and_critic"},
                         per_algo={"rlpd": {"utd": 5, "num_critics": 2}}, threshold=0.5),
-    # update speed only (no training runs)
+    # update speed only (no training runs): ours vs SB3 at 1 and 2 threads, FLOPs per update,
+    # the machine's fastest fp32 GEMM and sac_fraction_of_limit, 10 vs 2 critics. With
+    # --device cuda: sac/redq/drq vs SB3 on the GPU instead.
     "speed": dict(envs=[], algos=[], seeds=[], steps=0),
 }
 
@@ -80,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also measure gradient updates/s (ours vs SB3, redq 10 vs 2 critics)")
     p.add_argument("--no-speed", dest="speed", action="store_false")
     p.add_argument("--speed-steps", type=int, default=300, help="updates per learner in the speed test")
+    p.add_argument("--device", default="cpu",
+                   help="speed test device: cpu (1 and 2 threads) or cuda (sac/redq/drq vs SB3 on the GPU)")
     p.add_argument("--out", default=None, help="output folder (default runs/bench-learners-<suite>)")
     return p
 
@@ -275,32 +279,78 @@ def markdown(rows: list[dict], s: dict, speed: dict | None, argv: list[str]) -> 
                 f"{r['updates_per_s']:.1f} +- {r['updates_per_s_std']:.1f} | {r['wall_s']:.0f} |")
         lines.append("")
     if speed:
-        def cell(wall, cpu):
-            return f"{wall:.1f} | {cpu:.1f}" if cpu is not None else f"{wall:.1f} | -"
-
-        lines += ["## Update speed", "",
-                  f"Measured in this process by `robolearn.policies.speed.measure_update_speed` "
-                  f"({speed['threads']} thread(s), batch {speed['batch_size']}, obs {speed['obs_dim']}, "
-                  f"action {speed['action_dim']}, 256x256 nets, replay sampling included). CPU-time "
-                  "rates discount the other processes sharing the machine.", "",
-                  "| learner | updates/s (wall) | updates/s (CPU time) |", "|---|---|---|",
-                  f"| ours sac (UTD 1) | {cell(speed['ours_sac_updates_per_s'], speed.get('ours_sac_cpu_updates_per_s'))} |"]
-        if speed.get("sb3_sac_updates_per_s"):
-            lines.append(f"| SB3 SAC | {cell(speed['sb3_sac_updates_per_s'], speed.get('sb3_sac_cpu_updates_per_s'))} |")
-        lines += [f"| ours redq, 10 critics | {speed['redq10_updates_per_s']:.1f} | - |",
-                  f"| ours redq, 2 critics | {speed['redq2_updates_per_s']:.1f} | - |", ""]
-        if speed.get("sac_speedup_vs_sb3"):
-            cpu = speed.get("sac_speedup_vs_sb3_cpu")
-            lines.append(f"- ours sac / SB3 SAC updates/s: **{speed['sac_speedup_vs_sb3']:.2f}x** (wall)"
-                         + (f", **{cpu:.2f}x** (CPU time)" if cpu else ""))
-        cpu = speed.get("redq10_vs_2_cost_ratio_cpu")
-        lines.append(f"- 10-critic redq update cost / 2-critic update cost: **{speed['redq10_vs_2_cost_ratio']:.2f}x** "
-                     "(wall)" + (f", **{cpu:.2f}x** (CPU time)" if cpu else "") + "; well under 10x")
-        if speed.get("ensemble10_batched_vs_loop_speedup"):
-            lines.append(f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
-                         f"{speed['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
-        lines.append("")
+        lines += speed_markdown(speed)
     return "\n".join(lines)
+
+
+def speed_markdown(speed: dict) -> list[str]:
+    """The update-speed section (CPU suite or GPU figures)."""
+    if "updates_per_s" in speed:  # GPU
+        lines = ["## Update speed on the GPU", "",
+                 f"{speed['device_name']}, torch {speed['torch']}, batch {speed['batch_size']}, "
+                 f"obs {speed['obs_dim']}, action {speed['action_dim']}, camera "
+                 f"{'x'.join(map(str, speed['image']))} for the pixel rows; wall clock, measured by "
+                 "`robolearn.policies.speed.measure_gpu_speed`. Ours: replay on the device "
+                 "(`DeviceReplay`), each update one CUDA graph, metrics read every 100 updates. "
+                 f"Presets as shipped (overrides: {speed['preset_overrides']}).", "",
+                 "| learner | updates/s | GFLOP per update (counted) | achieved TFLOP/s |",
+                 "|---|---|---|---|"]
+        gf, tf = speed.get("update_gflop", {}), speed.get("achieved_tflops", {})
+        lines += [f"| {k} | {v:.1f} | " + (f"{gf[k]:.2f} | {tf[k]:.2f} |" if k in gf else "- | - |")
+                  for k, v in speed["updates_per_s"].items()]
+        lines.append("")
+        names = {"sac_speedup_vs_sb3": "ours sac / SB3 SAC",
+                 "sac_eager_speedup_vs_sb3": "ours sac eager from host replay / SB3 SAC",
+                 "redq_updates_vs_sb3_sac": "ours redq (10 critics) / SB3 SAC (2 critics)",
+                 "drq_speedup_vs_sb3_cnn": "ours drq / SB3 SAC with its CNN policy, same camera + state obs"}
+        lines += [f"- {txt}: **{speed[k]:.2f}x**" for k, txt in names.items() if k in speed]
+        return lines + [""]
+    per = speed["per_threads"]
+    first = per[str(speed["threads"][0])]
+    plain = speed["ours_sac_preset_overrides"]
+    lines = ["## Update speed", "",
+             f"Measured in this process by `robolearn.policies.speed.measure_speed_suite` (batch "
+             f"{first['batch_size']}, obs {first['obs_dim']}, action {first['action_dim']}, 256x256 "
+             "nets, replay sampling included). Ours is the "
+             + ("plain `sac` preset" if not plain else f"`sac` preset with {plain}")
+             + "; SB3 is stock `SAC('MlpPolicy')` with net_arch [256, 256]. One thread: process CPU "
+             "time (robust on a shared machine); two threads: wall clock.", "",
+             "| threads | ours sac updates/s | SB3 SAC updates/s | ours / SB3 | load average (cores) |",
+             "|---|---|---|---|---|"]
+    for t in speed["threads"]:
+        r = per[str(t)]
+        c = "cpu_" if r["clock"] == "cpu" else ""
+        lines.append(f"| {t} | {r[f'ours_sac_{c}updates_per_s']:.1f} | "
+                     + (f"{r[f'sb3_sac_{c}updates_per_s']:.1f} | **{speed[f'sac_speedup_vs_sb3_{t}thread']:.2f}x** |"
+                        if r.get("sb3_sac_updates_per_s") else "- | - |")
+                     + f" {r.get('load_average_1min') or 0:.1f} ({r.get('cpu_cores')}) |")
+    lines += ["", "A multi-thread figure only means something when that many cores are free: with "
+              "the load average above the core count, threads wait on each other and rates collapse.", ""]
+    if speed.get("sac_update_flops"):
+        gemm = first["gemm"]
+        lines += [f"- one update: **{speed['sac_update_flops'] / 1e9:.3f} GFLOP** (counted by "
+                  "torch.utils.flop_counter over a real update)"
+                  + (f"; SB3's: {speed['sb3_update_flops'] / 1e9:.3f} GFLOP (it also computes critic "
+                     "weight gradients in the actor loss)" if speed.get("sb3_update_flops") else ""),
+                  f"- fastest fp32 GEMM path on this machine, measured in this run (1 thread, CPU "
+                  f"time): **{speed['gemm_limit_gflops']:.1f} GFLOP/s** ({speed['gemm_limit_path']}); all "
+                  "paths: " + ", ".join(f"{k} {v['cpu']:.0f}" for k, v in gemm["paths_gflops"].items())
+                  + (f"; bf16 mm 256^3 (not fp32, for reference): {gemm['bf16_mm_256_gflops_cpu']:.1f}"
+                     if "bf16_mm_256_gflops_cpu" in gemm else ""),
+                  f"- **sac_fraction_of_limit = {speed['sac_fraction_of_limit']:.2f}** (ours "
+                  f"{first['sac_achieved_gflops']:.1f} GFLOP/s)"
+                  + (f"; SB3: {speed['sb3_fraction_of_limit']:.2f}" if speed.get("sb3_fraction_of_limit") else "")]
+        for t in speed["threads"][1:]:
+            r = per[str(t)]
+            lines.append(f"- {t} threads: GEMM limit {r['gemm_limit_gflops']:.1f} GFLOP/s (wall), "
+                         f"sac_fraction_of_limit {r['sac_fraction_of_limit']:.2f}")
+    if speed.get("redq10_vs_2_cost_ratio"):
+        lines += [f"- 10-critic redq update cost / 2-critic: **{first['redq10_vs_2_cost_ratio']:.2f}x** (wall), "
+                  f"**{first['redq10_vs_2_cost_ratio_cpu']:.2f}x** (CPU time); the FLOP ratio of the two "
+                  f"updates is {speed['redq10_vs_2_flop_ratio']:.2f}x (redq preset, only num_critics differs)",
+                  f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
+                  f"{first['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)"]
+    return lines + [""]
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -360,9 +410,12 @@ def main(argv: list[str]) -> int:
                 _write(out, runs, s, None, argv, t_all)  # keep partial results on disk
     speed = None
     if s["speed"]:
-        from robolearn.policies.speed import measure_update_speed
+        from robolearn.policies.speed import measure_gpu_speed, measure_speed_suite
 
-        speed = measure_update_speed(steps=args.speed_steps, include_sb3=True)
+        if args.device.startswith("cuda"):
+            speed = measure_gpu_speed(args.device, steps=args.speed_steps)
+        else:
+            speed = measure_speed_suite(threads=(1, 2), steps=args.speed_steps)
     rows = _write(out, runs, s, speed, argv, t_all)
     print(markdown(rows, s, speed, argv))
     print(f"[bench learners] wrote {out}/results.md, results.json" + (", learning_curves.png" if runs else ""))

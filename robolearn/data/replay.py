@@ -93,6 +93,7 @@ class ReplayBuffer:
         self._count = 0  # number of valid slots
         self._open = False  # slot _ptr already holds the previous transition's next_obs
         self.rng = np.random.default_rng(seed)
+        self._touched: list[int] | None = None  # slots written since a DeviceReplay's refresh
 
     # ------------------------------------------------------------------------------ writing
     def __len__(self) -> int:
@@ -113,6 +114,8 @@ class ReplayBuffer:
                 raise DatasetError(f"{what}[{k!r}] has shape {np.shape(obs[k])}, expected {shape}")
 
     def _write_obs(self, slot: int, obs: dict) -> None:
+        if self._touched is not None:
+            self._touched.append(slot)
         self._set_valid(slot, False)
         for k, arr in self._obs.items():
             arr[slot] = obs[k]
@@ -151,6 +154,8 @@ class ReplayBuffer:
         self._truncated[i] = bool(truncated)
         self._intervention[i] = bool(intervention)
         self._set_valid(i, True)
+        if self._touched is not None:
+            self._touched.append(i)
         j = (i + 1) % cap
         self._write_obs(j, next_obs)
         self._ptr = j
@@ -293,6 +298,100 @@ class ReplayBuffer:
         a, b = self._named_storage(), other._named_storage()
         return (self._meta() == other._meta()
                 and all(np.array_equal(a[k], b[k]) for k in a))
+
+
+class DeviceReplay:
+    """A device-resident copy of a ReplayBuffer that samples and gathers on the device.
+
+    Why: on a GPU, copying each minibatch from host memory makes the host wait for the GPU
+    every update (a pageable host->device copy synchronises the stream) and costs the numpy
+    gather besides. Here the storage lives on the device; `sample` draws indices with a
+    device torch.Generator and `gather` builds n-step transitions with the same rule as
+    `ReplayBuffer.gather`, returning a `Batch` of device tensors that `Agent.update` takes
+    as it is. The host buffer stays the one written to (and saved); `refresh()` copies the
+    slots written since the last refresh (call it after adding, e.g. once per env step).
+    """
+
+    def __init__(self, buffer: ReplayBuffer, device="cpu", seed: int = 0):
+        import torch
+
+        self.buffer = buffer
+        self.device = torch.device(device)
+        self.generator = torch.Generator(self.device).manual_seed(int(seed))
+        b = buffer
+        self._obs = {k: torch.as_tensor(a).to(self.device, copy=True) for k, a in b._obs.items()}
+        self._action = torch.as_tensor(b._action).to(self.device, copy=True)
+        self._reward = torch.as_tensor(b._reward).to(self.device, copy=True)
+        self._flags = {k: torch.as_tensor(getattr(b, f"_{k}")).to(self.device, copy=True)
+                       for k in ("terminated", "truncated", "intervention", "valid")}
+        self.last_indices = None
+        b._touched = []
+        self._refresh_valid()
+
+    def _refresh_valid(self) -> None:
+        import torch
+
+        valid = np.flatnonzero(self.buffer._valid)
+        self.size = int(valid.size)
+        self._valid_idx = torch.as_tensor(valid, dtype=torch.int64).to(self.device)
+
+    def refresh(self) -> None:
+        """Copy the slots written into the host buffer since the last refresh."""
+        import torch
+
+        b = self.buffer
+        if not b._touched:
+            return
+        slots = np.unique(np.asarray(b._touched, np.int64))
+        b._touched = []
+        idx = torch.as_tensor(slots).to(self.device)
+        for k, a in self._obs.items():
+            a.index_copy_(0, idx, torch.as_tensor(b._obs[k][slots]).to(self.device))
+        self._action.index_copy_(0, idx, torch.as_tensor(b._action[slots]).to(self.device))
+        self._reward.index_copy_(0, idx, torch.as_tensor(b._reward[slots]).to(self.device))
+        for k, a in self._flags.items():
+            a.index_copy_(0, idx, torch.as_tensor(getattr(b, f"_{k}")[slots]).to(self.device))
+        self._refresh_valid()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def sample(self, batch_size: int) -> Batch:
+        """Uniform minibatch over the sampleable slots, drawn and gathered on the device
+        (no host sync: the count of valid slots is known on the host since the refresh)."""
+        import torch
+
+        if self.size == 0:
+            raise TrainingError("sample() on an empty replay buffer: add transitions first "
+                                "(or raise learning_starts)")
+        pick = torch.randint(0, self.size, (int(batch_size),), generator=self.generator,
+                             device=self.device)
+        self.last_indices = self._valid_idx[pick]
+        return self.gather(self.last_indices)
+
+    def gather(self, idx) -> Batch:
+        """`ReplayBuffer.gather` on device tensors (same n-step rule, float64 return sums)."""
+        import torch
+
+        b, f = self.buffer, self._flags
+        cap = b.capacity
+        idx = torch.as_tensor(idx, dtype=torch.int64, device=self.device)
+        reward = self._reward[idx].double()
+        last = idx.clone()
+        ended = f["terminated"] | f["truncated"]
+        alive = ~ended[idx]
+        for k in range(1, b.n_step):  # no early exit: that would need a host sync
+            nxt = (last + 1) % cap
+            step = alive & f["valid"][nxt]
+            last = torch.where(step, nxt, last)
+            reward = reward + torch.where(step, b.gamma ** k * self._reward[nxt].double(), 0.0)
+            alive = step & ~ended[nxt]
+        steps = ((last - idx) % cap) + 1
+        discount = torch.pow(b.gamma, steps.double()) * (~f["terminated"][last])
+        nxt = (last + 1) % cap
+        return Batch(obs={k: a[idx] for k, a in self._obs.items()}, action=self._action[idx],
+                     reward=reward.float(), next_obs={k: a[nxt] for k, a in self._obs.items()},
+                     discount=discount.float(), intervention=f["intervention"][idx])
 
 
 class MixedSampler:
