@@ -99,6 +99,25 @@ class CarLap(Task):
             self._t_prev = self.car.read().stamp
         return self._info()
 
+    def reset_controller(self):
+        """Physical reset: back off any wall and turn toward the track ahead (the FastRLAP-style
+        recovery of `robolearn.resets.car`); the lap timer starts at the next start-line crossing."""
+        from robolearn.resets.car import RecoverOntoTrack
+
+        return RecoverOntoTrack()
+
+    def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
+        self._reset_counters()
+        self._last_action = np.zeros(2)
+        if self.sim is not None:
+            self._project()
+            self._s_eval = self._s
+            # progress is measured from the start line: the car is this far before its next crossing
+            self.progress = float(self._s) - self.track.length
+            self._in_contact = self.sim.wall_contact
+            self._t_prev = self.car.read().stamp
+        return self._info()
+
     def apply_action(self, action: np.ndarray) -> dict[str, Any]:
         self._last_action = action
         self.car.command(float(action[0]) * self.car.spec.max_steer, float(action[1]))
@@ -203,11 +222,18 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                  image_size: tuple[int, int] = (84, 84), end_on_collision: bool = False,
                  port: str | None = None, camera: str | None = None, reward_source=None,
                  render_mode: str | None = None, collision_penalty: float = 0.0,
-                 privileged_state: bool | None = None, **backend_kwargs) -> RobotEnv:
+                 privileged_state: bool | None = None, reset_mode: str | None = None,
+                 reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
+                 **backend_kwargs) -> RobotEnv:
     """Build a CarLap env. `privileged_state` (sim only) appends track-relative entries
     (lateral offset, heading error, curvature ahead) to `state`; default: on for `obs="state"`,
-    off for pixels/both so those policies see only what a real car measures."""
+    off for pixels/both so those policies see only what a real car measures.
+    reset_mode: "teleport" (sim default: the car is put behind the start line) or "physical"
+    (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets)."""
+    from robolearn.resets.modes import resolve_reset_mode
+
     check_choice("backend", backend, ("sim", "real"))
+    resolve_reset_mode(reset_mode, backend)
     check_obs_mode(obs)
     hz = check_control_hz(control_hz, max_hz=250.0)
     _check_image_size(image_size)
@@ -249,7 +275,9 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
     task = CarLap(be, control_hz=hz, end_on_collision=end_on_collision,
                   collision_penalty=collision_penalty, privileged_state=bool(privileged_state))
     try:
-        return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source)
+        return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source,
+                        reset_mode=reset_mode, reset_on_failure=reset_on_failure,
+                        reset_timeout=reset_timeout, reset_prompt=reset_prompt)
     except Exception:
         be.close()
         raise
