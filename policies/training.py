@@ -406,7 +406,8 @@ class Trainer:
         t0 = time.perf_counter()
         bar = self._progress_bar()
         if self._obs is None:
-            self._obs, _ = self.env.reset(seed=cfg.seed)
+            self._obs, info0 = self.env.reset(seed=cfg.seed)
+            self._note_reset(info0)
         ep_ret, ep_len, ep_success = 0.0, 0, False
         upd_time, upd_count = 0.0, 0
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
@@ -462,7 +463,8 @@ class Trainer:
                 if terminated or truncated:
                     self.episodes += 1
                     self._log({"kind": "episode", "step": self.env_steps, "episode": self.episodes,
-                               "return": ep_ret, "length": ep_len, "success": ep_success})
+                               "return": ep_ret, "length": ep_len, "success": ep_success,
+                               **({"reset": self._last_reset} if self._last_reset else {})})
                     self._ep_info = (ep_ret, ep_success)
                     ep_ret, ep_len, ep_success = 0.0, 0, False
                     if next_ckpt is not None and self.env_steps >= next_ckpt:
@@ -470,7 +472,8 @@ class Trainer:
                         t0 = time.perf_counter()
                         self.save_checkpoint()
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-                    self._obs, _ = self.env.reset()
+                    self._obs, info0 = self.env.reset()
+                    self._note_reset(info0)
                 bar.update(1)
             if self.env_steps < cfg.steps:  # stopped early on request
                 self.wall_before += time.perf_counter() - t0
@@ -483,6 +486,19 @@ class Trainer:
         finally:
             bar.close()
             self._close_logs()
+
+    def _note_reset(self, info: dict) -> None:
+        """Keep the episode's reset record (robolearn envs: kind, seconds, failures, prompts)
+        for its `episode` line in metrics.jsonl and the totals in summary.json."""
+        from robolearn.resets.stats import ResetStats
+
+        if not hasattr(self, "reset_stats"):
+            self.reset_stats = ResetStats()
+        self._last_reset = info.get("reset")
+        if self._last_reset:
+            self.reset_stats.add(self._last_reset)
+
+    _last_reset: dict | None = None
 
     def _update(self, batch) -> dict:
         try:
@@ -644,6 +660,8 @@ class Trainer:
             "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
             "checkpoint": str(find_checkpoint(self.dir)),
         }
+        if getattr(self, "reset_stats", None) is not None and self.reset_stats.episodes:
+            summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)
         evals = read_metrics(self.dir / "metrics.jsonl", "eval")
         if evals:
             best = max(evals, key=lambda r: r["return"])

@@ -106,6 +106,7 @@ class RobotEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._check_open()
         super().reset(seed=seed)
+        self._needs_reset = True       # stays set if the reset fails: no stepping from a bad start
         info = self._reset_world(options or {})
         if self.reward_source is not None:
             self.reward_source.reset()

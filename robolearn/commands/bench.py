@@ -9,6 +9,7 @@ BENCHES = {
     "learners": "our learners vs Stable-Baselines3 SAC: return, success, updates/s (needs .[bench])",
     "loop": "actor control-loop latency/jitter with the learner idle vs training; transport throughput",
     "drivers": "servo-bus sync-read round trip against the emulator; achievable control rate",
+    "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

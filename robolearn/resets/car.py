@@ -52,13 +52,18 @@ class RecoverOntoTrack:
             if abs(lateral) < lane and abs(alpha) < self.heading_tol and not sim.wall_contact:
                 yield from _brake(car, dt)
                 return
-            if sim.wall_contact or abs(alpha) > 1.0 or abs(lateral) >= lane:
-                # reverse with the wheels turned away: the nose swings toward the target
+            nose_in = self._nose_nearer_wall(track, x, y, yaw, idx)
+            if (sim.wall_contact or abs(alpha) > 1.0 or abs(lateral) >= lane) and nose_in:
+                # reverse with the wheels turned away: the nose swings toward the target; stop
+                # early once the tail nears the wall
                 steer = -math.copysign(car.spec.max_steer, alpha)
-                for _ in range(int(self.reverse_s / dt)):
+                for k in range(int(self.reverse_s / dt)):
                     car.command(steer, self.reverse_throttle)
                     car.advance(dt)
                     yield dt
+                    x, y, yaw = sim.pose()
+                    if k > 3 and (sim.wall_contact or not self._nose_nearer_wall(track, x, y, yaw, idx)):
+                        break
                 yield from _brake(car, dt)
             # creep forward toward the target until aligned (or blocked again)
             for _ in range(int(1.5 / dt)):
@@ -75,6 +80,16 @@ class RecoverOntoTrack:
             yield from _brake(car, dt)
         raise ResetError("the car could not get back onto the track in 12 back-off attempts "
                          "(stuck or rolled over?); put it on the track")
+
+    @staticmethod
+    def _nose_nearer_wall(track, x, y, yaw, idx) -> bool:
+        """Is the front bumper closer to a wall than the rear one (then backing up frees it)?"""
+        from robolearn.sim.car import HALF_LENGTH
+
+        c, s_ = math.cos(yaw), math.sin(yaw)
+        lat_f = track.project(x + HALF_LENGTH * c, y + HALF_LENGTH * s_, hint=idx)[1]
+        lat_r = track.project(x - HALF_LENGTH * c, y - HALF_LENGTH * s_, hint=idx)[1]
+        return abs(lat_f) >= abs(lat_r)
 
     def _bearing(self, track, x, y, yaw, s) -> float:
         """Angle (rad, + = left) from the car's heading to the point it should head for."""

@@ -46,13 +46,15 @@ class PlaceCube:
         # let go of a cube the episode may have ended holding, and let it settle
         yield from mover.to(mover.ee + np.array([0.0, 0.0, 0.01]), open_=True, max_periods=5, soft=True)
         yield from mover.hold(self.close_steps, open_=True)
+        if not _resting(_cube(task)[0]):   # still in the hand: set it down in the region, free it
+            yield from self._set_down(task, mover, goal_xy)
         for attempt in range(self.attempts):
             cube, quat = _cube(task)
             if not in_reach(cube):
                 raise ResetError(f"the cube is at ({cube[0]:.3f}, {cube[1]:.3f}) m, out of the arm's "
                                  f"reach for a reset (x {REACH_LOW[0]}..{REACH_HIGH[0]}, y "
                                  f"{REACH_LOW[1]}..{REACH_HIGH[1]} m); put it back in the start region")
-            if cube[2] < CUBE_HALF - 0.005 or cube[2] > CUBE_HALF + 0.01:
+            if not _resting(cube):
                 raise ResetError(f"the cube is at height {cube[2]:.3f} m, not resting on the table "
                                  "(fallen off or stuck); put it back in the start region")
             roll = _grasp_roll(cube, quat)
@@ -73,15 +75,7 @@ class PlaceCube:
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False)
         yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=False, speed=0.6)
         yield from mover.hold(self.close_steps, open_=True)
-        for wiggle in (0.4, -0.4, 0.8, -0.8):
-            yield from mover.to((goal_xy[0], goal_xy[1], 0.05), open_=True)
-            if _cube(task)[0][2] < CUBE_HALF + 0.01:
-                break
-            # still wedged between the open fingers: put it down again and twist the wrist free
-            yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=True, speed=0.6, soft=True,
-                                max_periods=30)
-            yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=True, soft=True,
-                                roll=mover.roll - mover.roll0 + wiggle, max_periods=10)
+        yield from self._set_down(task, mover, goal_xy)
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=True)
         yield from MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz).motion(task.arm)
         cube = _cube(task)[0]
@@ -89,6 +83,21 @@ class PlaceCube:
                 and abs(cube[2] - CUBE_HALF) < 0.005):
             raise ResetError(f"the cube ended at ({cube[0]:.3f}, {cube[1]:.3f}, {cube[2]:.3f}) m, "
                              "outside the start region (slipped while placing)")
+
+    def _set_down(self, task, mover, goal_xy):
+        """Open over the goal; if the cube stays between the fingers, press it down and twist."""
+        from robolearn.tasks.arm import CUBE_HALF
+
+        for wiggle in (0.4, -0.4, 0.8, -0.8):
+            yield from mover.to((goal_xy[0], goal_xy[1], 0.05), open_=True)
+            if _cube(task)[0][2] < CUBE_HALF + 0.01:
+                break
+            # still wedged between the open fingers (held across a diagonal): press it onto the
+            # table, which tips it flat, and twist the wrist free
+            yield from mover.to((goal_xy[0], goal_xy[1], self.place_z - 0.012), open_=True, speed=0.4,
+                                soft=True, max_periods=15)
+            yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=True, soft=True,
+                                roll=mover.roll - mover.roll0 + wiggle, max_periods=10)
 
 
 #: where the reset may reach for the cube (beyond the policy's workspace box: the arm can)
@@ -101,6 +110,13 @@ def in_reach(cube) -> bool:
                 and math.hypot(cube[0], cube[1]) <= 0.37)
 
 
+def _resting(cube) -> bool:
+    """On the table (any face down, or tipped on an edge: a grasp squares it up)."""
+    from robolearn.tasks.arm import CUBE_HALF
+
+    return CUBE_HALF - 0.005 <= cube[2] <= CUBE_HALF * 1.45
+
+
 def _cube(task):
     """Fresh cube pose (the task caches its measurement per env step; resets step on their own)."""
     task._fresh = False
@@ -108,10 +124,15 @@ def _cube(task):
 
 
 def _grasp_roll(cube: np.ndarray, quat: np.ndarray) -> float:
-    """Wrist-roll offset that lines the fingers up with the cube's faces: the cube's yaw
-    relative to the radial direction (the roll the home pose grasps at), folded into +-45 deg."""
-    w, z = float(quat[0]), float(quat[3])
-    yaw = 2.0 * math.atan2(z, w)
+    """Wrist-roll offset that lines the fingers up with the cube's faces: the yaw of a cube face
+    normal that lies flat (whichever face is up) relative to the radial direction (the roll the
+    home pose grasps at), folded into +-45 deg."""
+    w, x, y, z = (float(v) for v in quat)
+    # columns of the cube's rotation matrix: its x and y axes in the world
+    axes = ((1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)),
+            (2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)))
+    ax = min(axes, key=lambda a: abs(a[2]))          # the more horizontal of the two
+    yaw = math.atan2(ax[1], ax[0])
     rel = yaw - math.atan2(cube[1], cube[0])
     return -((rel + math.pi / 4) % (math.pi / 2) - math.pi / 4)
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import select
 import sys
+import termios
 import time
+import tty
 
 from robolearn.errors import ConfigError
 
@@ -52,6 +54,17 @@ class HumanPrompt:
                 + (f" (teleop: {self.device.name} success = continue, discard = retry)" if self.device else "")
                 + ".\n")
         os.write(self.fd_out, text.encode())
+        saved = None
+        if os.isatty(self.fd_in):   # one key answers (no Enter needed); restored afterwards
+            saved = termios.tcgetattr(self.fd_in)
+            tty.setcbreak(self.fd_in)
+        try:
+            return self._wait()
+        finally:
+            if saved is not None:
+                termios.tcsetattr(self.fd_in, termios.TCSADRAIN, saved)
+
+    def _wait(self) -> str:
         t0 = time.monotonic()
         while True:
             if self.device is not None:

@@ -55,7 +55,8 @@ class MoveToJoints:
         g_rate = float(np.max(spec.max_velocity)) * self.speed_fraction * self.dt
         state = arm.read()
         cmd = np.clip(state.q, spec.lower, spec.upper)
-        g_cmd = float(state.gripper)
+        g_cmd = float(np.clip(state.gripper, min(spec.gripper_closed, spec.gripper_open),
+                              max(spec.gripper_closed, spec.gripper_open)))  # a wedged object may push it past
         elapsed = 0.0
         while True:
             cmd = cmd + np.clip(goal - cmd, -step, step)

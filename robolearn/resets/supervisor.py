@@ -47,7 +47,7 @@ class ResetSupervisor:
 
     def __init__(self, robot, on_failure: str = "raise", timeout_s: float = 60.0,
                  wall_timeout_s: float = 120.0, prompt=None,
-                 teleports: Callable[[], int] | None = None):
+                 teleports: Callable[[], int] | None = None, attempts: int = 2):
         self.robot = robot
         self.on_failure = check_on_failure(on_failure)
         if not (timeout_s > 0 and wall_timeout_s > 0):
@@ -58,10 +58,13 @@ class ResetSupervisor:
         self.wall_timeout_s = float(wall_timeout_s)
         self.prompt = prompt
         self.teleports = teleports or (lambda: 0)
+        #: controller runs before a failure is reported (a second try fixes most slips)
+        self.attempts = max(1, int(attempts))
 
     def run(self, controller: ResetController, task, rng: np.random.Generator) -> ResetReport:
         report = ResetReport(kind=controller.kind)
         self._robot_s = 0.0
+        tries = 0
         wall0 = time.perf_counter()
         tele0 = self.teleports()
         try:
@@ -73,9 +76,12 @@ class ResetSupervisor:
                     raise
                 except Exception as exc:  # noqa: BLE001 - any controller fault is a failed reset
                     report.failures += 1
-                    report.ok = False
                     report.message = _describe(controller, exc)
                     self._hold()
+                    tries += 1
+                    if tries < self.attempts and isinstance(exc, ResetError):
+                        continue          # the controller tries again from where things are
+                    report.ok = False
                     if self.on_failure == "raise":
                         raise ResetError(report.message + " (the robot is held still; pass "
                                          "reset_on_failure='prompt' to be asked instead)") from exc
@@ -91,7 +97,10 @@ class ResetSupervisor:
                         report.kind = "human"
                         break
                     assert answer == RETRY  # loop: the controller runs again
+                    tries = 0
         finally:
+            if report.ok:
+                report.message = ""
             report.seconds = self._robot_s
             report.teleports = self.teleports() - tele0
             report.wall_s = time.perf_counter() - wall0
