@@ -74,6 +74,7 @@ class TrainConfig:
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
+    resets: str = "env"                 # env: the env's own resets | learned: forward/backward agents
 
     def run_dir(self) -> Path:
         if self.out:
@@ -91,6 +92,9 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")
+        if self.resets not in ("env", "learned"):
+            raise ConfigError(f"resets={self.resets!r}: choose 'env' (the env's own resets) or 'learned' "
+                              "(forward/backward agents, robolearn.resets.learned)")
         for name in ("env_kwargs", "agent", "reality_gap"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
@@ -800,7 +804,9 @@ def plot_learning_curve(metrics: str | Path, png: str | Path, title: str = "") -
 
 def train(cfg: TrainConfig) -> dict:
     """Run a whole training (convenience for scripts and the benchmark)."""
-    trainer = Trainer(cfg)
+    from robolearn.resets.learned import make_trainer
+
+    trainer = make_trainer(cfg)
     try:
         return trainer.run()
     finally:

@@ -26,7 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=200, help="ArmPush episodes (consecutive)")
     p.add_argument("--arm-policy", choices=("scripted", "mixed"), default="scripted")
     p.add_argument("--car-steps", type=int, default=24000, help="CarLap practice env steps (20 Hz)")
-    p.add_argument("--only", choices=("arm", "car"), default=None)
+    p.add_argument("--only", choices=("arm", "car", "learned"), default=None,
+                   help="one section (default: arm and car; `learned` runs only when asked: it trains)")
+    p.add_argument("--steps", type=int, default=3000, help="learned: env-step budget per training run")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="learned: training seeds")
+    p.add_argument("--out", default="runs/bench-resets", help="learned: folder for the training runs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     return p
@@ -114,6 +118,32 @@ def car_practice(steps: int, seed: int) -> dict:
             "practice_best_lap_s": best, "pure_pursuit_best_lap_s": pp_best}
 
 
+#: the learner both trainings use (the claims-rlpd settings of `robolearn bench learners`)
+LEARNER = dict(algo="rlpd", demos="scripted:20", learning_starts=200, utd=5,
+               agent={"init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
+                      "normalize_obs": True, "num_critics": 2})
+
+
+def learned_vs_teleport(steps: int, seeds: list[int], out: str) -> dict:
+    """Same learner, same env-step budget: teleport resets vs reset-free forward/backward
+    (physical mode). Success is measured on teleport-reset evaluation episodes (the truth)."""
+    from robolearn.policies.training import TrainConfig, train
+
+    rows = {}
+    for resets in ("env", "learned"):
+        for seed in seeds:
+            cfg = TrainConfig(env="robolearn/ArmPush-v0", steps=steps, seed=seed, resets=resets,
+                              out=f"{out}/{resets}-s{seed}", eval_every=max(steps // 3, 1), eval_episodes=10,
+                              checkpoint_every=0, video=False, progress=False, **LEARNER)
+            s = train(cfg)
+            rows.setdefault(resets, []).append({k: s.get(k) for k in (
+                "seed", "eval_success_rate", "eval_return", "wall_s", "forward_env_steps", "backward_env_steps",
+                "classifier_agreement_with_ground_truth", "resets")})
+    mean = {k: float(np.mean([r["eval_success_rate"] for r in v])) for k, v in rows.items()}
+    return {"steps": steps, "seeds": seeds, "learner": LEARNER, "runs": rows, "mean_success": mean,
+            "ratio_learned_vs_teleport": mean["learned"] / mean["env"] if mean["env"] else None}
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     out: dict = {"command": "robolearn bench resets " + " ".join(argv or [])}
@@ -138,6 +168,13 @@ def main(argv=None) -> int:
               f"{c['stalls']} stalls, recoveries ok {r['ok']}/{r['episodes']}, teleports {c['teleports_total']}, "
               f"human prompts {r['human_prompts']}; best lap {c['practice_best_lap_s']} s (noisy driver, no "
               f"learning) vs pure pursuit {c['pure_pursuit_best_lap_s']} s")
+    if args.only == "learned":
+        r = learned_vs_teleport(args.steps, args.seeds, args.out)
+        out["learned"] = r
+        for k, v in r["runs"].items():
+            print(f"ArmPush {LEARNER['algo']} resets={k}: eval success "
+                  + ", ".join(f"s{x['seed']} {x['eval_success_rate']:.2f}" for x in v) + f" (mean {r['mean_success'][k]:.2f})")
+        print(f"reset-free / teleport success ratio at {args.steps} env steps: {r['ratio_learned_vs_teleport']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

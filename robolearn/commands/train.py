@@ -26,6 +26,8 @@ FLAGS = {
     "buffer_size": (int, "replay capacity (default: --steps)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
+    "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
+                    "robolearn.resets.learned)"),
     "intervene": (str, "let a human take over with this teleop device (keyboard, gamepad, spacemouse, "
                        "leader, scripted); the steps they drive are flagged intervention=True"),
 }
@@ -95,7 +97,9 @@ def run(args) -> int:
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
-        trainer = Trainer(config_from_dict(d, source="train options"))
+        from robolearn.resets.learned import make_trainer
+
+        trainer = make_trainer(config_from_dict(d, source="train options"))
     try:
         summary = trainer.run()
     finally:

@@ -144,6 +144,25 @@ class ArmTask(Task):
             return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
         return ArmHome()
 
+    def start_state_features(self) -> list[int]:
+        """`state` entries a start-state classifier looks at (learned resets): the object's x, y
+        when there is one (the arm is homed by script; its height would give teleported starts
+        away: a spawned cube sits at exactly 15 mm, a settled one a hair lower), else the joints."""
+        if self.needs_cube and self.sim is not None:
+            lo = 14 + (3 if self.name == "push" else 0)
+            return list(range(lo, lo + 2))
+        return list(range(5))
+
+    def start_state_true(self) -> bool:
+        """Ground truth (sim): is the world in the start distribution? (the cube resting in its
+        start region; the arm is homed by script). Validates the learned success model."""
+        if not (self.needs_cube and self.sim is not None):
+            return True
+        self._fresh = False
+        pos = self.cube_pose()[0]
+        return bool(np.all(pos[:2] >= CUBE_REGION_LOW) and np.all(pos[:2] <= CUBE_REGION_HIGH)
+                    and abs(pos[2] - CUBE_HALF) < 0.005)
+
     def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
         st = self.arm.read()
         self.q_cmd = np.clip(np.array(st.q, dtype=np.float64), self.kin.lower, self.kin.upper)
