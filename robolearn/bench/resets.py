@@ -89,7 +89,7 @@ def car_practice(steps: int, seed: int) -> dict:
     try:
         while n < steps:
             if n % 20 == 0:   # a sloppy learner: steering noise held for 1 s, sometimes big
-                noise = np.array([rng.normal(0, 0.35), rng.normal(0.1, 0.2)])
+                noise = np.array([rng.normal(0, 0.2), rng.normal(0.1, 0.2)])
             a = np.clip(driver.act(obs) + noise, -1, 1).astype(np.float32)
             obs, _, term, trunc, info = env.step(a)
             n += 1

@@ -66,12 +66,13 @@ class RecoverOntoTrack:
                         break
                 yield from _brake(car, dt)
             # creep forward toward the target until aligned (or blocked again)
-            for _ in range(int(1.5 / dt)):
+            for k in range(int(1.5 / dt)):
                 x, y, yaw = sim.pose()
                 s, lateral, idx, heading = track.project(x, y, hint=idx)
                 alpha = self._bearing(track, x, y, yaw, s)
-                if (abs(alpha) < self.heading_tol and abs(lateral) < lane) or sim.wall_contact \
-                        or abs(alpha) > 1.4:
+                # (a side scraping the wall is driven off it; a new hit after a few steps stops)
+                if (abs(alpha) < self.heading_tol and abs(lateral) < lane) or abs(alpha) > 1.4 \
+                        or (k > 5 and sim.wall_contact):
                     break
                 steer = float(np.clip(2.0 * alpha, -1.0, 1.0)) * car.spec.max_steer
                 car.command(steer, self.forward_throttle)

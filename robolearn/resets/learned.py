@@ -112,8 +112,9 @@ class ForwardBackwardTrainer(_trainer_base()):
 
     #: backward phase ends when p(start) exceeds this (calibrated on the examples in _build)
     threshold = 0.5
-    #: start-state examples (teleport resets) for the classifier
+    #: start-state examples (teleport resets) for the classifier, and its Adam steps
     examples = 200
+    classifier_steps = 1500
 
     def _build(self, cfg, _resumed_state):
         if _resumed_state is not None:
@@ -139,7 +140,8 @@ class ForwardBackwardTrainer(_trainer_base()):
         task = self.env.unwrapped.task
         self.features = np.asarray(task.start_state_features(), dtype=int)
         self.classifier = StartStateClassifier(len(self.features), seed=cfg.seed)
-        self.classifier_train_acc = self.classifier.fit(pos[:, self.features], neg[:, self.features])
+        self.classifier_train_acc = self.classifier.fit(pos[:, self.features], neg[:, self.features],
+                                                        steps=self.classifier_steps)
         # Start and visited states overlap (a pushed cube often stays in the start region), so
         # p(start) saturates below 1 there: call "start" what 80% of the true start states reach.
         self.threshold = float(min(0.5, np.quantile(self.classifier.prob(pos[:, self.features]), 0.2)))
