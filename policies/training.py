@@ -498,9 +498,11 @@ class Trainer:
 
         if not hasattr(self, "reset_stats"):
             self.reset_stats = ResetStats()
-        self._last_reset = info.get("reset")
-        if self._last_reset:
-            self.reset_stats.add(self._last_reset)
+        rec = info.get("reset")
+        # wall-clock time stays out of metrics.jsonl: a resumed run must log what a straight one does
+        self._last_reset = {k: v for k, v in rec.items() if k != "wall_s"} if rec else None
+        if rec:
+            self.reset_stats.add(rec)
 
     _last_reset: dict | None = None
 
@@ -650,7 +652,8 @@ class Trainer:
         self.env.unwrapped.np_random.bit_generator.state = _unjson_rng(rng["env"])
         if rng.get("env_extra") is not None and hasattr(self.env.unwrapped, "set_rng_state"):
             self.env.unwrapped.set_rng_state(_unjson_rng(rng["env_extra"]))
-        self._obs, _ = self.env.reset()
+        self._obs, info0 = self.env.reset()
+        self._note_reset(info0)
         return self
 
     def _finish(self) -> dict:
