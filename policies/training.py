@@ -79,6 +79,7 @@ class TrainConfig:
     sim_params: str | None = None       # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
     overwrite: bool = False             # a new run may replace an earlier run in `out`
+    resets: str = "env"                 # env: the env's own resets | learned: forward/backward agents
 
     def run_dir(self) -> Path:
         if self.out:
@@ -96,6 +97,9 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")
+        if self.resets not in ("env", "learned"):
+            raise ConfigError(f"resets={self.resets!r}: choose 'env' (the env's own resets) or 'learned' "
+                              "(forward/backward agents, robolearn.resets.learned)")
         for name in ("env_kwargs", "agent", "reality_gap"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
@@ -475,7 +479,8 @@ class Trainer:
         eta = Eta(target, learning_starts, start=self.env_steps)
         last_eta = 0.0
         if self._obs is None:
-            self._obs, _ = self.env.reset(seed=cfg.seed)
+            self._obs, info0 = self.env.reset(seed=cfg.seed)
+            self._note_reset(info0)
         ep_ret, ep_len, ep_success = 0.0, 0, False
         upd_time, upd_count = 0.0, 0
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
@@ -533,7 +538,8 @@ class Trainer:
                 if terminated or truncated:
                     self.episodes += 1
                     self._log({"kind": "episode", "step": self.env_steps, "episode": self.episodes,
-                               "return": ep_ret, "length": ep_len, "success": ep_success})
+                               "return": ep_ret, "length": ep_len, "success": ep_success,
+                               **({"reset": self._last_reset} if self._last_reset else {})})
                     self._ep_info = (ep_ret, ep_success)
                     ep_ret, ep_len, ep_success = 0.0, 0, False
                     if next_ckpt is not None and self.env_steps >= next_ckpt:
@@ -541,7 +547,8 @@ class Trainer:
                         t0 = time.perf_counter()
                         self.save_checkpoint()
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-                    self._obs, _ = self.env.reset()
+                    self._obs, info0 = self.env.reset()
+                    self._note_reset(info0)
                 eta.update(self.env_steps)
                 if cfg.progress and time.perf_counter() - last_eta > 1.0:
                     last_eta = time.perf_counter()
@@ -619,6 +626,21 @@ class Trainer:
                 shutil.rmtree(p)
             else:
                 p.unlink(missing_ok=True)
+
+    def _note_reset(self, info: dict) -> None:
+        """Keep the episode's reset record (robolearn envs: kind, seconds, failures, prompts)
+        for its `episode` line in metrics.jsonl and the totals in summary.json."""
+        from robolearn.resets.stats import ResetStats
+
+        if not hasattr(self, "reset_stats"):
+            self.reset_stats = ResetStats()
+        rec = info.get("reset")
+        # wall-clock time stays out of metrics.jsonl: a resumed run must log what a straight one does
+        self._last_reset = {k: v for k, v in rec.items() if k != "wall_s"} if rec else None
+        if rec:
+            self.reset_stats.add(rec)
+
+    _last_reset: dict | None = None
 
     def _update(self, batch) -> dict:
         try:
@@ -765,7 +787,8 @@ class Trainer:
         self.env.unwrapped.np_random.bit_generator.state = _unjson_rng(rng["env"])
         if rng.get("env_extra") is not None and hasattr(self.env.unwrapped, "set_rng_state"):
             self.env.unwrapped.set_rng_state(_unjson_rng(rng["env_extra"]))
-        self._obs, _ = self.env.reset()
+        self._obs, info0 = self.env.reset()
+        self._note_reset(info0)
         return self
 
     def _finish(self) -> dict:
@@ -779,6 +802,8 @@ class Trainer:
             "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
             "checkpoint": str(find_checkpoint(self.dir)),
         }
+        if getattr(self, "reset_stats", None) is not None and self.reset_stats.episodes:
+            summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)
         evals = read_metrics(self.dir / "metrics.jsonl", "eval")
         if evals:
             best = max(evals, key=lambda r: r["return"])
@@ -966,7 +991,9 @@ def plot_learning_curve(metrics: str | Path, png: str | Path, title: str = "") -
 
 def train(cfg: TrainConfig) -> dict:
     """Run a whole training (convenience for scripts and the benchmark)."""
-    trainer = Trainer(cfg)
+    from robolearn.resets.learned import make_trainer
+
+    trainer = make_trainer(cfg)
     try:
         return trainer.run()
     finally:

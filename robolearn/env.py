@@ -12,6 +12,11 @@ Contract (relied on by learners, teleop, recording and the runtime):
   `overrun` (s the backend was late for the control period; 0 in sim).
 Bad actions (NaN/inf, wrong shape, out of [-1, 1]) raise `InvalidActionError`: a policy that
 emits garbage must be noticed, not silently clamped onto a robot.
+
+Resets: `reset_mode="teleport"` (sim default) writes the start state; `"physical"` (the only
+mode on hardware) runs the task's reset controller under a `ResetSupervisor` and starts the
+episode from wherever the world is (see robolearn/resets). The reset info carries
+`info["reset"]` = {kind, ok, seconds, wall_s, failures, human_prompts, teleports, message}.
 """
 from __future__ import annotations
 
@@ -45,6 +50,10 @@ class RobotEnv(gym.Env):
         reward_source: RewardSource | None = None,
         render_size: tuple[int, int] = (240, 320),
         privileged_obs: bool = False,
+        reset_mode: str | None = None,
+        reset_on_failure: str | None = None,
+        reset_timeout: float = 60.0,
+        reset_prompt=None,
     ):
         check_obs_mode(obs)
         if not isinstance(privileged_obs, bool):
@@ -75,12 +84,40 @@ class RobotEnv(gym.Env):
         self._closed = False
         self._needs_reset = True
         self._last_obs: dict[str, np.ndarray] | None = None
+        self._setup_resets(reset_mode, reset_on_failure, reset_timeout, reset_prompt)
+
+    def _setup_resets(self, reset_mode, on_failure, timeout, prompt) -> None:
+        import sys
+
+        from robolearn.resets.modes import check_on_failure, resolve_reset_mode
+        from robolearn.resets.supervisor import ResetSupervisor
+
+        self.reset_mode = resolve_reset_mode(reset_mode, self.backend.kind)
+        if on_failure is None:  # an operator can only be asked where there is a terminal
+            on_failure = "prompt" if (prompt is not None or sys.stdin.isatty()) else "raise"
+        check_on_failure(on_failure)
+        if on_failure == "prompt" and prompt is None:
+            from robolearn.resets.prompt import HumanPrompt
+
+            prompt = HumanPrompt()
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise ConfigError(f"reset_timeout={timeout!r}: give seconds (a number > 0)") from None
+        self.resets = ResetSupervisor(self.backend.robot, on_failure=on_failure, timeout_s=timeout,
+                                      wall_timeout_s=max(2.0 * timeout, 30.0), prompt=prompt,
+                                      teleports=self.teleport_count)
+
+    def teleport_count(self) -> int:
+        """Simulator state writes so far (0 on hardware): physical mode must never add any."""
+        return int(getattr(self.backend.privileged, "teleports", 0))
 
     # ----------------------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._check_open()
         super().reset(seed=seed)
-        info = dict(self.task.reset(self.np_random))
+        self._needs_reset = True       # stays set if the reset fails: no stepping from a bad start
+        info = self._reset_world(options or {})
         if self.reward_source is not None:
             self.reward_source.reset()
         obs, t_obs = self._observe()
@@ -88,6 +125,35 @@ class RobotEnv(gym.Env):
         info.setdefault("success", False)
         info.update(t_obs=t_obs, overrun=0.0)
         return obs, info
+
+    #: `options={"reset_controller": None}` starts the episode where the world is (no controller:
+    #: e.g. a learned backward agent just ran); any other value replaces the task's controller
+    _TASK_CONTROLLER = object()
+
+    def _reset_world(self, options: dict) -> dict:
+        from robolearn.resets.stats import ResetReport
+
+        unknown = sorted(set(options) - {"reset_controller"})
+        if unknown:
+            raise ConfigError(f"unknown reset option(s) {unknown}; accepted: reset_controller")
+        if self.reset_mode == "teleport":
+            n0 = self.teleport_count()
+            info = dict(self.task.reset(self.np_random))
+            report = ResetReport(kind="teleport", teleports=self.teleport_count() - n0)
+        else:
+            controller = options.get("reset_controller", self._TASK_CONTROLLER)
+            if controller is self._TASK_CONTROLLER:
+                controller = self.task.reset_controller()
+            if controller is None:
+                report = ResetReport(kind="none")
+            else:
+                report = self.resets.run(controller, self.task, self.np_random)
+            if report.teleports:
+                raise RuntimeError(f"physical reset teleported the simulator {report.teleports} time(s): "
+                                   "a reset controller wrote sim state (a bug: it must only command the robot)")
+            info = dict(self.task.start_episode(self.np_random))
+        info["reset"] = report.as_dict()
+        return info
 
     def step(self, action):
         self._check_open()

@@ -112,6 +112,8 @@ class ArmSim:
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._scene_option = mujoco.MjvOption()
         self._closed = False
+        #: simulator state writes (`set_state`) so far: physical resets must leave it unchanged
+        self.teleports = 0
         mujoco.mj_forward(m, self.data)
         self._target[:] = self.data.act[:6]
 
@@ -196,7 +198,9 @@ class ArmSim:
     # --------------------------------------------------------------------- sim-only helpers
     def set_state(self, q: np.ndarray, gripper: float, cube_pos=None, cube_quat=None,
                   target_pos=None) -> None:
-        """Teleport to a joint configuration at rest (sim reset); set-points follow."""
+        """Teleport to a joint configuration at rest (sim reset); set-points follow.
+        Counted in `teleports` (a physical reset must never call this)."""
+        self.teleports += 1
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
         d.qpos[:5] = q

@@ -116,6 +116,8 @@ class CarSim:
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self._render_cam = mujoco.MjvCamera()
         self.reset_pose(*self.track.point_at(0.0)[:2], self.track.point_at(0.0)[2])
+        #: simulator pose writes (`reset_pose`) since construction: physical resets leave it at 0
+        self.teleports = 0
 
     # ------------------------------------------------------------------------ Car protocol
     def read(self) -> CarState:
@@ -184,7 +186,9 @@ class CarSim:
 
     # ------------------------------------------------------------------- simulator handle
     def reset_pose(self, x: float, y: float, yaw: float) -> None:
-        """Put the car at rest at (x, y) heading `yaw`, wheels straight, odometer zeroed."""
+        """Put the car at rest at (x, y) heading `yaw`, wheels straight, odometer zeroed
+        (a teleport: counted in `teleports`)."""
+        self.teleports = getattr(self, "teleports", 0) + 1
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
         d.qpos[0:3] = (x, y, RIDE_HEIGHT)

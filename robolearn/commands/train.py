@@ -27,6 +27,8 @@ FLAGS = {
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
+    "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
+                    "robolearn.resets.learned)"),
     "intervene": (str, "let a human take over with this teleop device (keyboard, gamepad, spacemouse, "
                        "leader, scripted); the steps they drive are flagged intervention=True"),
 }
@@ -105,7 +107,9 @@ def run(args) -> int:
         if args.privileged_obs:
             d["env_kwargs"] = {**d["env_kwargs"], "privileged_obs": True}
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
-        trainer = Trainer(config_from_dict(d, source="train options"))
+        from robolearn.resets.learned import make_trainer
+
+        trainer = make_trainer(config_from_dict(d, source="train options"))
     try:
         summary = trainer.run()
     finally:

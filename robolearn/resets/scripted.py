@@ -40,6 +40,11 @@ class MoveToJoints:
 
     def run(self, arm: Arm) -> float:
         """Drive `arm` to the pose; returns the time taken (s). Raises SafetyError on timeout."""
+        return float(sum(self.motion(arm)))
+
+    def motion(self, arm: Arm):
+        """The same move as a generator yielding each period's robot seconds, so a
+        `ResetSupervisor` can interleave its own time limits (see robolearn.resets.supervisor)."""
         spec = arm.spec
         if self.q.shape != (spec.n_joints,):
             raise ConfigError(f"reset pose has {self.q.shape} joints, the arm has {spec.n_joints}")
@@ -50,7 +55,8 @@ class MoveToJoints:
         g_rate = float(np.max(spec.max_velocity)) * self.speed_fraction * self.dt
         state = arm.read()
         cmd = np.clip(state.q, spec.lower, spec.upper)
-        g_cmd = float(state.gripper)
+        g_cmd = float(np.clip(state.gripper, min(spec.gripper_closed, spec.gripper_open),
+                              max(spec.gripper_closed, spec.gripper_open)))  # a wedged object may push it past
         elapsed = 0.0
         while True:
             cmd = cmd + np.clip(goal - cmd, -step, step)
@@ -58,9 +64,10 @@ class MoveToJoints:
             arm.command(cmd, g_cmd)
             arm.advance(self.dt)
             elapsed += self.dt
+            yield self.dt
             state = arm.read()
             if np.max(np.abs(state.q - goal)) <= self.tolerance and np.allclose(cmd, goal):
-                return elapsed
+                return
             if elapsed >= self.timeout:
                 worst = int(np.argmax(np.abs(state.q - goal)))
                 name = spec.joint_names[worst]
@@ -68,3 +75,13 @@ class MoveToJoints:
                     f"reset did not reach the home pose within {self.timeout:.1f} s: joint {name!r} "
                     f"is at {state.q[worst]:.3f} rad, target {goal[worst]:.3f} rad (is the arm "
                     "blocked, unpowered or miscalibrated? clear it and reset again)")
+
+
+@dataclass
+class ArmHome:
+    """Reset controller (`ResetSupervisor` protocol): the arm task's home pose, gripper open."""
+
+    kind = "scripted"
+
+    def run(self, task, rng):
+        yield from MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz).motion(task.arm)

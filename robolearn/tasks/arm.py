@@ -112,6 +112,12 @@ class ArmTask(Task):
         self._fresh = False
         self._q = self._dq = self._ee = None
         self._gripper = 0.0
+        if self.sim is not None and not self.needs_cube:
+            # World assembly, not a reset: a task without the cube starts with it parked out of
+            # reach (physical mode never moves it again); not counted as a teleport.
+            self.sim.set_state(self.home_q, self.home_gripper, *self.sample_cube(np.random.default_rng(0)))
+            self.sim.set_cube_visible(False)
+            self.sim.teleports = 0
 
     # ------------------------------------------------------------------------ spaces
     def state_dim(self) -> int:
@@ -126,17 +132,52 @@ class ArmTask(Task):
 
     # ------------------------------------------------------------------------ reset
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
+        if self.sim is None:
+            raise ConfigError("a real arm cannot be teleported: use reset_mode='physical'")
         self.q_cmd = self.home_q.copy()
         self.gripper_cmd = self.home_gripper
-        if self.sim is not None:
-            cube_pos, cube_quat = self.sample_cube(rng)
-            self.sim.set_state(self.home_q, self.home_gripper, cube_pos=cube_pos, cube_quat=cube_quat)
-            self.sim.set_cube_visible(self.needs_cube)
-        else:
-            from robolearn.resets.scripted import MoveToJoints
-
-            MoveToJoints(self.home_q, self.home_gripper).run(self.arm)
+        cube_pos, cube_quat = self.sample_cube(rng)
+        self.sim.set_state(self.home_q, self.home_gripper, cube_pos=cube_pos, cube_quat=cube_quat)
+        self.sim.set_cube_visible(self.needs_cube)
         self.ee_cmd = self.kin.fk(self.q_cmd)
+        return self._begin(rng)
+
+    def reset_controller(self):
+        """Physical reset: the cube back into its start region (push, lift), then the arm home."""
+        from robolearn.resets.cube import PlaceCube
+        from robolearn.resets.scripted import ArmHome
+
+        if self.needs_cube and self.sim is not None:
+            return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
+        return ArmHome()
+
+    def start_state_features(self) -> list[int]:
+        """`state` entries a start-state classifier looks at (learned resets): the object's x, y
+        when there is one (the arm is homed by script; its height would give teleported starts
+        away: a spawned cube sits at exactly 15 mm, a settled one a hair lower), else the joints."""
+        if self.needs_cube and self.sim is not None:
+            lo = 14 + (3 if self.name == "push" else 0)
+            return list(range(lo, lo + 2))
+        return list(range(5))
+
+    def start_state_true(self) -> bool:
+        """Ground truth (sim): is the world in the start distribution? (the cube resting in its
+        start region; the arm is homed by script). Validates the learned success model."""
+        if not (self.needs_cube and self.sim is not None):
+            return True
+        self._fresh = False
+        pos = self.cube_pose()[0]
+        return bool(np.all(pos[:2] >= CUBE_REGION_LOW) and np.all(pos[:2] <= CUBE_REGION_HIGH)
+                    and abs(pos[2] - CUBE_HALF) < 0.005)
+
+    def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
+        st = self.arm.read()
+        self.q_cmd = np.clip(np.array(st.q, dtype=np.float64), self.kin.lower, self.kin.upper)
+        self.gripper_cmd = float(st.gripper)
+        self.ee_cmd = self.kin.fk(self.q_cmd)
+        return self._begin(rng)
+
+    def _begin(self, rng: np.random.Generator) -> dict[str, Any]:
         self.goal = self.sample_goal(rng)
         self.show_goal()
         self._fresh = False
@@ -374,7 +415,9 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
                  control_hz: float = 10.0, action_mode: str = "ee_delta",
                  image_size: tuple[int, int] = (84, 84), port: str | None = None,
                  camera=None, reward_source=None, render_mode: str | None = None,
-                 privileged_obs: bool = False, **backend_kwargs) -> RobotEnv:
+                 privileged_obs: bool = False, reset_mode: str | None = None,
+                 reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
+                 **backend_kwargs) -> RobotEnv:
     """Build an arm `RobotEnv`.
 
     `privileged_obs=True` (sim only) adds the `privileged` observation (see module docstring).
@@ -384,9 +427,14 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     backend="real": `port` (serial port of the servo bus) and `camera` (OpenCV source, named
     `front`; or a dict {name: source} with names from the sim's cameras) go to
     `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
+    reset_mode: "teleport" (sim default) or "physical" (hardware's only mode); reset_on_failure,
+    reset_timeout, reset_prompt: see `robolearn.env.RobotEnv` and robolearn/resets.
     """
+    from robolearn.resets.modes import resolve_reset_mode
+
     check_choice("task", task, TASKS)
     check_choice("backend", backend, BACKENDS)
+    resolve_reset_mode(reset_mode, backend)
     check_obs_mode(obs)
     hz = check_control_hz(control_hz, max_hz=500.0)
     check_choice("action_mode", action_mode, ACTION_MODES)
@@ -426,7 +474,9 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
         t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode,
                                model_path=backend_kwargs.get("model_path") if backend == "sim" else None)
         return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source,
-                        privileged_obs=privileged_obs)
+                        privileged_obs=privileged_obs, reset_mode=reset_mode,
+                        reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
+                        reset_prompt=reset_prompt)
     except Exception:
         be.close()
         raise

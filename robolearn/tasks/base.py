@@ -65,7 +65,17 @@ class Task(ABC):
 
     @abstractmethod
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
-        """Run the reset controller and sample the episode's goal; return info to report."""
+        """Teleport reset (sim only): write the start state, sample the goal; return info."""
+
+    def reset_controller(self):
+        """The physical reset controller (a `robolearn.resets.supervisor.ResetController`):
+        what `reset_mode="physical"` runs before `start_episode`."""
+        raise NotImplementedError(f"{type(self).__name__} has no physical reset controller")
+
+    def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Physical reset, after the controller ran: begin an episode from the world as it is
+        (re-read the robot, sample the goal, zero the counters); return info. Moves nothing."""
+        raise NotImplementedError(f"{type(self).__name__} has no physical reset")
 
     @abstractmethod
     def apply_action(self, action: np.ndarray) -> dict[str, Any]:

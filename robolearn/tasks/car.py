@@ -107,6 +107,25 @@ class CarLap(Task):
             self._t_prev = self.car.read().stamp
         return self._info()
 
+    def reset_controller(self):
+        """Physical reset: back off any wall and turn toward the track ahead (the FastRLAP-style
+        recovery of `robolearn.resets.car`); the lap timer starts at the next start-line crossing."""
+        from robolearn.resets.car import RecoverOntoTrack
+
+        return RecoverOntoTrack()
+
+    def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
+        self._reset_counters()
+        self._last_action = np.zeros(2)
+        if self.sim is not None:
+            self._project()
+            self._s_eval = self._s
+            # progress is measured from the start line: the car is this far before its next crossing
+            self.progress = float(self._s) - self.track.length
+            self._in_contact = self.sim.wall_contact
+            self._t_prev = self.car.read().stamp
+        return self._info()
+
     def apply_action(self, action: np.ndarray) -> dict[str, Any]:
         self._last_action = action
         self.car.command(float(action[0]) * self.car.spec.max_steer, float(action[1]))
@@ -214,15 +233,22 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                  image_size: tuple[int, int] = (84, 84), end_on_collision: bool = False,
                  port: str | None = None, camera: str | None = None, reward_source=None,
                  render_mode: str | None = None, collision_penalty: float = 0.0,
-                 privileged_obs: bool = False, **backend_kwargs) -> RobotEnv:
+                 privileged_obs: bool = False, reset_mode: str | None = None,
+                 reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
+                 **backend_kwargs) -> RobotEnv:
     """Build a CarLap env. `privileged_obs=True` (sim only) adds the `privileged` observation:
     the track-relative entries (lateral offset, heading error, curvature ahead) a real car
-    cannot measure (module docstring)."""
+    cannot measure (module docstring).
+    reset_mode: "teleport" (sim default: the car is put behind the start line) or "physical"
+    (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets)."""
+    from robolearn.resets.modes import resolve_reset_mode
+
     if "privileged_state" in backend_kwargs:
         raise ConfigError("privileged_state was replaced: the track entries are no longer in `state` "
                           "(hardware cannot measure them); pass privileged_obs=True to get them as "
                           "obs['privileged'] in sim, e.g. for an asymmetric critic (privileged='critic')")
     check_choice("backend", backend, ("sim", "real"))
+    resolve_reset_mode(reset_mode, backend)
     check_obs_mode(obs)
     hz = check_control_hz(control_hz, max_hz=250.0)
     _check_image_size(image_size)
@@ -266,7 +292,9 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                   collision_penalty=collision_penalty)
     try:
         return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source,
-                        privileged_obs=privileged_obs)
+                        privileged_obs=privileged_obs, reset_mode=reset_mode,
+                        reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
+                        reset_prompt=reset_prompt)
     except Exception:
         be.close()
         raise

@@ -1,0 +1,293 @@
+"""Physical resets: no teleports, scripted cube/car resets, supervisor failures, prompt, stats."""
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import robolearn  # noqa: F401
+from robolearn.errors import ConfigError
+from robolearn.resets.modes import resolve_reset_mode
+from robolearn.resets.supervisor import ResetAbortedError, ResetError
+from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+
+
+def test_unknown_reset_mode_is_a_clear_error():
+    with pytest.raises(ConfigError, match="reset_mode='bounce'.*teleport.*physical"):
+        gym.make("robolearn/ArmPush-v0", reset_mode="bounce")
+    with pytest.raises(ConfigError, match="reset_on_failure"):
+        gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="shrug")
+
+
+def test_teleport_on_real_backend_is_refused_and_physical_is_its_default():
+    with pytest.raises(ConfigError, match="cannot be teleported"):
+        resolve_reset_mode("teleport", "real")
+    assert resolve_reset_mode(None, "real") == "physical"
+    assert resolve_reset_mode(None, "sim") == "teleport"
+
+
+def test_teleport_mode_reports_one_teleport_per_reset():
+    env = gym.make("robolearn/ArmPush-v0")
+    _, info = env.reset(seed=0)
+    assert info["reset"]["kind"] == "teleport" and info["reset"]["teleports"] == 1
+    env.close()
+
+
+def _push_episode(env, ctrl, obs):
+    ctrl.reset()
+    for _ in range(120):
+        obs, _, term, trunc, info = env.step(ctrl.act(obs))
+        if term or trunc:
+            return info
+
+
+def test_physical_push_resets_move_the_cube_back_without_teleporting():
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    ctrl = base.scripted_controller()
+    obs, info = env.reset(seed=3)
+    starts = []
+    for _ in range(4):
+        rep = info["reset"]
+        assert rep["kind"] == "scripted" and rep["ok"] and rep["teleports"] == 0 and rep["seconds"] > 0
+        cube = base.task.cube_pose()[0]
+        assert np.all(cube[:2] >= CUBE_REGION_LOW - 0.01) and np.all(cube[:2] <= CUBE_REGION_HIGH + 0.01)
+        assert abs(cube[2] - CUBE_HALF) < 0.004
+        # arm at home, and the episode's commanded pose follows the measured one
+        assert np.max(np.abs(base.backend.robot.read().q - base.task.home_q)) < 0.05
+        starts.append(cube[:2].copy())
+        _push_episode(env, ctrl, obs)
+        obs, info = env.reset()
+    assert base.teleport_count() == 0
+    # uniform points of the region from the episode rng, not one fixed spot
+    assert np.ptp(np.array(starts), axis=0).max() > 0.02
+
+
+def test_physical_episode_starts_where_the_world_was_left():
+    env = gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(np.array([1.0, 1.0, 0.0, 1.0], np.float32))
+    moved = base.backend.robot.read().q.copy()
+    obs, info = env.reset(options={"reset_controller": None})
+    assert info["reset"]["kind"] == "none" and info["reset"]["teleports"] == 0
+    np.testing.assert_allclose(base.backend.robot.read().q, moved, atol=1e-9)
+    assert base.teleport_count() == 0
+
+
+class _Raises:
+    kind = "scripted"
+
+    def run(self, task, rng):
+        yield 0.1
+        raise RuntimeError("gripper encoder not found")
+
+
+class _Hangs:
+    kind = "scripted"
+
+    def run(self, task, rng):
+        while True:   # never finishes; the robot sits still
+            task.arm.advance(0.1)
+            yield 0.1
+
+
+def test_a_raising_reset_controller_ends_safely_with_a_clear_message():
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    env.step(np.array([0.0, 0.0, 0.0, 1.0], np.float32))
+    with pytest.raises(ResetError, match="_Raises raised RuntimeError: gripper encoder not found.*held still"):
+        env.reset(options={"reset_controller": _Raises()})
+    # held: the set-points equal the measured state, so nothing moves on
+    q0 = base.backend.robot.read().q.copy()
+    base.backend.robot.advance(0.5)
+    assert np.max(np.abs(base.backend.robot.read().q - q0)) < 0.01
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(np.zeros(4, np.float32))
+    # the env is still usable: the scripted reset works afterwards
+    _, info = env.reset()
+    assert info["reset"]["ok"]
+    env.close()
+
+
+def test_a_hanging_reset_controller_times_out_and_is_counted():
+    env = gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="continue",
+                   reset_timeout=2.0)
+    env.reset(seed=0)
+    t0 = time.perf_counter()
+    _, info = env.reset(options={"reset_controller": _Hangs()})
+    rep = info["reset"]
+    assert not rep["ok"] and rep["failures"] == 2          # tried twice, then gave up
+    assert "did not finish within 2 s of robot time" in rep["message"]
+    assert rep["seconds"] == pytest.approx(4.2, abs=0.3)
+    assert time.perf_counter() - t0 < 30
+    env.close()
+
+
+def _answer_later(master, text, delay=0.3):
+    import threading
+
+    def go():
+        time.sleep(delay)
+        os.write(master, text)
+
+    threading.Thread(target=go, daemon=True).start()
+
+
+def _read_all(fd):
+    import select
+
+    out = b""
+    while select.select([fd], [], [], 0.2)[0]:
+        out += os.read(fd, 4096)
+    return out.decode()
+
+
+def test_human_prompt_through_a_pty(term):
+    from robolearn.resets.prompt import HumanPrompt
+
+    master, slave = term
+    prompt = HumanPrompt(fd_in=slave, fd_out=slave)
+    env = gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_prompt=prompt,
+                   reset_on_failure="prompt")
+    env.reset(seed=0)
+    _answer_later(master, b"\n")                 # operator: the scene is fixed, go
+    _, info = env.reset(options={"reset_controller": _Raises()})
+    rep = info["reset"]
+    assert rep["kind"] == "human" and rep["human_prompts"] == 1 and rep["failures"] == 1
+    shown = _read_all(master)
+    assert "gripper encoder not found" in shown and "Enter" in shown and "operator: continue" in shown
+    _answer_later(master, b"r")                  # retry: the task's own controller then succeeds
+    _, info = env.reset(options={"reset_controller": _FailsOnce()})
+    assert info["reset"]["kind"] == "scripted" and info["reset"]["human_prompts"] == 1
+    _read_all(master)
+    _answer_later(master, b"q")
+    with pytest.raises(ResetAbortedError, match="operator quit"):
+        env.reset(options={"reset_controller": _Raises()})
+    env.close()
+
+
+class _FailsOnce:
+    kind = "scripted"
+
+    def __init__(self):
+        self.calls = 0
+
+    def run(self, task, rng):
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyError("first try fails with a non-reset error")
+        yield 0.1
+
+
+def test_prompt_answers_from_the_teleop_device(term):
+    from robolearn.resets.prompt import CONTINUE, HumanPrompt
+    from robolearn.teleop.base import DeviceCommand
+
+    class Pad:
+        name = "gamepad"
+
+        def read(self, obs=None):
+            return DeviceCommand(np.zeros(4, np.float32), events={"success"})
+
+    master, slave = term
+    assert HumanPrompt(fd_in=slave, fd_out=slave, device=Pad()).ask("cube fell") == CONTINUE
+    assert "teleop: gamepad" in _read_all(master)
+
+
+def test_car_physical_reset_recovers_from_a_crash_without_teleport():
+    env = gym.make("robolearn/CarLap-v0", reset_mode="physical", reset_on_failure="raise",
+                   end_on_collision=True)
+    base = env.unwrapped
+    env.reset(seed=0)
+    for _ in range(200):                       # full throttle, hard left: into the wall
+        _, _, term, trunc, info = env.step(np.array([1.0, 1.0], np.float32))
+        if term:
+            break
+    assert term and info["collisions"] == 1
+    _, info = env.reset()
+    assert info["reset"]["ok"] and info["reset"]["teleports"] == 0
+    x, y, yaw = base.sim.pose()
+    s, lat, _, heading = base.task.track.project(x, y)
+    assert abs(lat) < base.task.track.half_width - 0.2 and not base.sim.wall_contact
+    assert abs(base.task.track.heading_error(yaw, heading)) < 0.8
+    assert -base.task.track.length < info["progress"] <= 0   # lap timing starts at the next crossing
+    assert base.teleport_count() == 0
+
+
+def test_autonomous_practice_recovers_every_crash_and_stall():
+    from robolearn.resets.practice import AutonomousPractice
+
+    env = AutonomousPractice(gym.make("robolearn/CarLap-v0", reset_mode="physical", reset_on_failure="raise"),
+                             no_progress_s=2.0)
+    base = env.unwrapped
+    driver = base.scripted_controller()
+    rng = np.random.default_rng(1)
+    obs, _ = env.reset(seed=1)
+    triggers, noise = [], np.zeros(2)
+    for n in range(1500):
+        if n % 20 == 0:
+            noise = np.array([rng.normal(0, 0.5), rng.normal(0.1, 0.3)])
+        a = np.clip(driver.act(obs) + noise, -1, 1).astype(np.float32)
+        if 600 <= n < 700:
+            a = np.array([0.0, 0.0], np.float32)          # stall: no progress
+        obs, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            triggers.append(info["practice_trigger"])
+            obs, info = env.reset()
+            driver.reset()
+            assert info["reset"]["ok"], info["reset"]["message"]
+    assert "collision" in triggers and "no_progress" in triggers
+    assert base.teleport_count() == 0
+    with pytest.raises(ConfigError, match="reset_mode='physical'"):
+        AutonomousPractice(gym.make("robolearn/CarLap-v0"))
+
+
+def test_checkpoints_from_a_slow_lap_follow_the_track():
+    from robolearn.resets.car import next_checkpoint
+    from robolearn.resets.checkpoints import checkpoints_from_path, dead_reckon
+
+    env = gym.make("robolearn/CarLap-v0")
+    base = env.unwrapped
+    from robolearn.tasks.car_scripted import PurePursuit, PurePursuitConfig
+
+    drv = PurePursuit(env, PurePursuitConfig(v_straight=1.5, a_lat=2.0))
+    obs, _ = env.reset(seed=0)
+    x0, y0, yaw0 = base.sim.pose()
+    states, true_xy = [obs["state"]], [(x0, y0)]
+    for _ in range(400):
+        obs, _, _, _, info = env.step(drv.act(obs))
+        states.append(obs["state"])
+        true_xy.append(base.sim.pose()[:2])
+        if info["laps"] >= 1:
+            break
+    poses = dead_reckon(np.array(states), 20.0, x0, y0, yaw0)
+    cps = checkpoints_from_path(poses[:, :2], spacing=1.0)
+    track = base.task.track
+    lat = [abs(track.project(px, py)[1]) for px, py in cps]
+    assert len(cps) >= 12 and max(lat) < track.half_width     # inside the walls all the way
+    tx, ty = next_checkpoint(cps, *cps[3], 0.0)
+    assert (tx, ty) == tuple(cps[4])
+
+
+def test_reset_stats_total_up():
+    from robolearn.resets.stats import ResetReport, ResetStats
+
+    st = ResetStats()
+    st.add(ResetReport(kind="scripted", seconds=2.0))
+    st.add(ResetReport(kind="human", ok=False, seconds=1.0, failures=2, human_prompts=1).as_dict())
+    d = st.as_dict()
+    assert d["episodes"] == 2 and d["ok"] == 1 and d["failures"] == 2 and d["human_prompts"] == 1
+    assert d["kinds"] == {"scripted": 1, "human": 1} and d["success_rate"] == 0.5 and d["seconds"] == 3.0
+
+
+@pytest.mark.slow
+def test_push_200_physical_episodes_zero_teleports_95pct_resets():
+    from robolearn.bench.resets import arm_episodes
+
+    r = arm_episodes("physical", 200, "scripted", seed=0)
+    assert r["teleports_total"] == 0 and r["resets"]["teleports"] == 0
+    assert r["resets"]["success_rate"] >= 0.95, r["resets"]
