@@ -17,9 +17,12 @@ from robolearn.policies.sac import Agent, AgentConfig
 PRESETS: dict[str, dict[str, Any]] = {
     # Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"
     "sac": {},
-    # Chen et al. 2021, "Randomized Ensembled Double Q-Learning" (N=10, M=2, G=20)
+    # Chen et al. 2021, "Randomized Ensembled Double Q-Learning" (N=10, M=2, G=20). Target
+    # entropy -|A|: the reference code's per-task values are MBPO's MuJoCo table, with -|A|
+    # ('auto') as its fallback for any other task, which is what ours are (docs/learners.md).
     "redq": dict(num_critics=10, num_target_min=2, actor_q="mean", utd=20, policy_delay=0),
-    # Hiraoka et al. 2022, "Dropout Q-Functions for Doubly Efficient RL"
+    # Hiraoka et al. 2022, "Dropout Q-Functions for Doubly Efficient RL" (built on REDQ's
+    # code: same target-entropy rule as redq)
     "droq": dict(num_critics=2, critic_dropout=0.01, critic_layer_norm=True, actor_q="mean",
                  utd=20, policy_delay=0),
     # Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep RL for Greater Sample Efficiency
@@ -27,9 +30,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "crossq": dict(target_network=False, critic_batch_renorm=True, critic_hidden=(2048, 2048),
                    adam_beta1=0.5, actor_lr=1e-3, critic_lr=1e-3, temperature_lr=1e-3, utd=1,
                    policy_delay=3),
-    # Ball et al. 2023, "Efficient Online Reinforcement Learning with Offline Data"
+    # Ball et al. 2023, "Efficient Online Reinforcement Learning with Offline Data". Its
+    # sparse-task settings (Adroit; AntMaze adds num_target_min=1): no entropy term in the TD
+    # target and 3x256 networks (the reference's hidden_dims is shared by actor and critics).
+    # Our arm tasks end the episode on success, where an entropy bonus in the backup pays the
+    # agent for not finishing; the locomotion settings (backup on, 2x256) are
+    # `--set backup_entropy=true --set critic_hidden=[256,256] --set actor_hidden=[256,256]`.
     "rlpd": dict(num_critics=10, num_target_min=2, critic_layer_norm=True, actor_q="mean",
-                 utd=20, policy_delay=0, prior_fraction=0.5, target_entropy_scale=0.5),
+                 utd=20, policy_delay=0, prior_fraction=0.5, target_entropy_scale=0.5,
+                 backup_entropy=False, critic_hidden=(256, 256, 256), actor_hidden=(256, 256, 256)),
     # Kostrikov et al. 2021 (DrQ) / Yarats et al. 2022 (DrQ-v2): pixels + random shift
     "drq": dict(pixels=True, init_temperature=0.1, target_entropy_scale=0.5, replay_capacity=100_000),
 }

@@ -73,7 +73,7 @@ class AgentConfig:
     critic_lr: float = 3e-4
     temperature_lr: float = 3e-4
     adam_beta1: float = 0.9  # CrossQ: 0.5
-    init_temperature: float = 1.0
+    init_temperature: float = 0.1  # pytorch_sac/DrQ's value; 1.0 drowns O(1) rewards for ~10k updates
     target_entropy_scale: float = 1.0  # target entropy = -scale * |A|
     backup_entropy: bool = True  # include -alpha*log pi in the TD target
     grad_clip: float = 0.0  # max global grad norm; 0 = off

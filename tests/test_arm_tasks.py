@@ -8,7 +8,8 @@ from gymnasium.utils.env_checker import check_env
 
 import robolearn  # noqa: F401  (registers the env IDs)
 from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError, SafetyError
-from robolearn.tasks.arm import (HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW, make_arm_env)
+from robolearn.tasks.arm import (DISTANCE_REWARD_SCALE, HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW,
+                                 make_arm_env)
 
 ARM_IDS = ["robolearn/ArmReach-v0", "robolearn/ArmPush-v0", "robolearn/ArmLift-v0"]
 
@@ -85,7 +86,8 @@ def test_info_keys_and_reach_reward():
         assert key in info
     goal = env.unwrapped.task.goal
     assert math.isclose(info["distance"], float(np.linalg.norm(goal - info["ee_pos"])), rel_tol=1e-9)
-    assert r == pytest.approx(-info["distance"])
+    assert r == pytest.approx(-DISTANCE_REWARD_SCALE * info["distance"])  # decimetres
+    assert DISTANCE_REWARD_SCALE == 10.0
     state = obs["state"]
     np.testing.assert_allclose(state[11:14], info["ee_pos"], atol=1e-6)
     np.testing.assert_allclose(state[14:17], goal, atol=1e-6)

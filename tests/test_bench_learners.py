@@ -19,7 +19,9 @@ def test_bench_learners_writes_table_json_and_curves(tmp_path):
         assert [c[0] for c in r["curve"]] == [60, 120]
         assert r["updates"] >= 60 and r["updates_per_s"] > 0
     md = (out / "results.md").read_text()
-    assert "| robolearn/ArmReach-v0 | sac |" in md and "| robolearn/ArmReach-v0 | sb3-sac |" in md
+    assert "| robolearn/ArmReach-v0 | sac (plain preset) |" in md
+    assert "| robolearn/ArmReach-v0 | sb3-sac (plain preset) |" in md
+    assert all(r["overrides"] == {} for r in res["runs"] + res["rows"])
     assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -40,7 +42,8 @@ def test_claims_rlpd_suite_is_a_fair_comparison():
     assert s["demos"] == {"rlpd": "scripted:20"} and s["threshold"] == 0.5
     assert s["agent"]["normalize_obs"] is True and s["agent"]["backup_entropy"] is False
     assert s["agent"]["gamma"] == 0.95 and len(s["seeds"]) >= 2
-    assert set(s["per_algo"]) == {"rlpd"} and set(s["per_algo"]["rlpd"]) <= {"utd", "num_critics"}
+    assert set(s["per_algo"]) == {"rlpd"}
+    assert set(s["per_algo"]["rlpd"]) <= {"utd", "num_critics", "critic_hidden", "actor_hidden"}
     # lift from state needs the cube pose: simulator-only, so a declared sim-only study
     assert s["env_kwargs"] == {"privileged_obs": True} and s["agent"]["privileged"] == "actor_and_critic"
     md = learners.markdown([{"env": "robolearn/ArmLift-v0", "algo": "rlpd", "demo_transitions": 1, "utd": 5,
@@ -50,3 +53,24 @@ def test_claims_rlpd_suite_is_a_fair_comparison():
                              "steps_to_first_success": [None], "updates": 1, "updates_per_s": 1.0,
                              "updates_per_s_std": 0.0, "wall_s": 1.0}], s, None, [])
     assert "Sim-only study" in md
+
+
+def test_suites_run_plain_presets_or_name_their_overrides():
+    """The default suite is the README command (plain `sac`, 5 seeds x 10k steps); a suite that
+    sets options names them per run (printed, and `overrides` in results.json)."""
+    parse = learners.build_parser().parse_args
+    s = learners.resolve(parse([]))
+    assert (s["algos"], s["seeds"], s["steps"]) == (["sac"], [0, 1, 2, 3, 4], 10_000)
+    assert learners.overrides("sac", s) == {}
+    assert learners.overrides("droq", learners.resolve(parse(["--suite", "claims-utd"]))) == {}
+    rlpd = learners.resolve(parse(["--suite", "claims-rlpd"]))
+    assert learners.overrides("rlpd", rlpd)["num_critics"] == 2
+    assert learners.overrides("sac", rlpd)["gamma"] == 0.95
+    assert learners.overrides("sac", learners.resolve(parse(["--set", "gamma=0.9"]))) == {"gamma": 0.9}
+    md = learners.markdown([dict(env="E", algo="sac", overrides={"gamma": 0.9}, seeds=[0], env_steps=1,
+                                 utd=1, demo_transitions=0, eval_return=0.0, eval_return_std=0.0,
+                                 eval_success_rate=0.0, eval_success_rate_std=0.0, reached=0,
+                                 steps_to_threshold=[None], steps_to_threshold_mean=1.0,
+                                 steps_to_first_success=[None], updates=0, updates_per_s=0.0,
+                                 updates_per_s_std=0.0, wall_s=0.0)], s, None, [])
+    assert '| E | sac (overrides {"gamma": 0.9}) |' in md

@@ -46,6 +46,10 @@ HOME_EE = np.array([0.20, 0.0, 0.15])           # grasp point at reset, gripper 
 EE_STEP = 0.025                                  # m per unit action per control step
 JOINT_STEP = 0.15                                # rad per unit action per control step
 REACH_RADIUS = 0.02                              # reach success: within 2 cm
+# Dense rewards are distances in decimetres (10x metres), so a step's reward is O(1) like the
+# entropy bonus SAC adds to it (alpha * |A| nats); in metres (about -0.1 a step) the bonus
+# swamped the task and default SAC learnt to wander instead of reaching (docs/arm.md).
+DISTANCE_REWARD_SCALE = 10.0
 PUSH_RADIUS = 0.03                               # push success: cube centre within 3 cm of goal
 LIFT_HEIGHT = 0.05                               # lift success: cube 5 cm above resting height
 CUBE_HALF = 0.015                                # the cube is 3 cm
@@ -301,7 +305,8 @@ class ArmTask(Task):
 
 
 class ArmReach(ArmTask):
-    """Move the grasp point to a sampled target: reward -distance (m), success within 2 cm."""
+    """Move the grasp point to a sampled target: reward -distance in decimetres (-10 x metres),
+    success (and episode end) within 2 cm."""
 
     name = "reach"
     #: reach targets are sampled this far inside the workspace box
@@ -326,13 +331,13 @@ class ArmReach(ArmTask):
         diff = self.goal - self._ee
         dist = math.sqrt(float(diff @ diff))
         success = dist < REACH_RADIUS
-        return Evaluation(reward=-dist, success=success, terminated=success,
+        return Evaluation(reward=-DISTANCE_REWARD_SCALE * dist, success=success, terminated=success,
                           info={"ee_pos": self._ee.copy(), "distance": dist})
 
 
 class ArmPush(ArmTask):
-    """Push the cube into a 3 cm goal region on the table. Dense reward:
-    -(cube-goal distance) - 0.5 (grasp point-cube distance); success when within 3 cm."""
+    """Push the cube into a 3 cm goal region on the table. Dense reward in decimetres:
+    -10 x ((cube-goal distance) + 0.5 (grasp point-cube distance) in m); success within 3 cm."""
 
     name = "push"
     needs_cube = True
@@ -381,7 +386,7 @@ class ArmPush(ArmTask):
         success = d_goal < PUSH_RADIUS
         info["distance"] = d_goal
         info["cube_pos"] = pos
-        return Evaluation(reward=-d_goal - 0.5 * d_ee, success=success, terminated=success, info=info)
+        return Evaluation(reward=-DISTANCE_REWARD_SCALE * (d_goal + 0.5 * d_ee), success=success, terminated=success, info=info)
 
 
 class ArmLift(ArmTask):
