@@ -74,6 +74,7 @@ class TrainConfig:
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
+    reward: dict = field(default_factory=dict)  # [reward] table: a learned reward (robolearn.rewards)
 
     def run_dir(self) -> Path:
         if self.out:
@@ -91,7 +92,11 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")
-        for name in ("env_kwargs", "agent", "reality_gap"):
+        if self.reward:
+            from robolearn.rewards.serving import reward_config
+
+            reward_config(self.reward)
+        for name in ("env_kwargs", "agent", "reality_gap", "reward"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
         return self
@@ -308,9 +313,19 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
-        from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
-        self.env = maybe_intervene(self.env, cfg.intervene)
+        # [reward]: the training env's reward and termination come from the reward model; the
+        # eval env keeps the task's own (in sim: the ground truth the model is judged by)
+        human = cfg.reward.get("kind") == "human"
+        train_kwargs = ({**cfg.env_kwargs, "reward_source": dict(cfg.reward)} if cfg.reward and not human
+                        else cfg.env_kwargs)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, train_kwargs, cfg.reality_gap)
+        if human:  # the --intervene device (default keyboard) both drives and labels success
+            from robolearn.rewards.human import attach_human_labels
+
+            self.env = attach_human_labels(self.env, cfg.intervene or "keyboard")
+        else:
+            from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
+            self.env = maybe_intervene(self.env, cfg.intervene)
         overrides = dict(cfg.agent)
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)
@@ -351,6 +366,7 @@ class Trainer:
         # counters and loop state
         self.env_steps = 0
         self.episodes = 0
+        self.rejected_missing_reward = 0  # steps whose reward model had no answer (not stored)
         self.wall_before = 0.0
         self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
         self.rng = np.random.default_rng(cfg.seed)
@@ -425,9 +441,13 @@ class Trainer:
                         raise ConfigError("the env set info['intervention'] without "
                                           "info['intervention_action'] (the action actually applied)")
                     action = np.asarray(info["intervention_action"], dtype=np.float32)
-                self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
-                if intervened and self.prior is not None:
-                    self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+                if math.isfinite(reward):  # NaN: the reward model had no answer -> never stored
+                    self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
+                    if intervened and self.prior is not None:
+                        self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+                else:
+                    self.rejected_missing_reward += 1
+                    reward = 0.0  # for the episode return shown in logs only
                 self.env_steps += 1
                 ep_ret += float(reward)
                 ep_len += 1
@@ -643,6 +663,7 @@ class Trainer:
             "eval_episodes": self.last_eval["episodes"],
             "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
             "checkpoint": str(find_checkpoint(self.dir)),
+            "rejected_missing_reward": self.rejected_missing_reward,
         }
         evals = read_metrics(self.dir / "metrics.jsonl", "eval")
         if evals:

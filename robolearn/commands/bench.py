@@ -9,6 +9,7 @@ BENCHES = {
     "learners": "our learners vs Stable-Baselines3 SAC: return, success, updates/s (needs .[bench])",
     "loop": "actor control-loop latency/jitter with the learner idle vs training; transport throughput",
     "drivers": "servo-bus sync-read round trip against the emulator; achievable control rate",
+    "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

@@ -194,8 +194,10 @@ def check_transitions(batch: Any, fingerprint: dict) -> int:
         if not isinstance(arr, np.ndarray) or arr.dtype != dtype or list(arr.shape) != shape:
             raise MessageError(f"transitions {key!r} has {getattr(arr, 'shape', None)} "
                                f"{getattr(arr, 'dtype', None)}, expected {shape} {np.dtype(dtype)}")
-    if not np.all(np.isfinite(batch["action"])) or not np.all(np.isfinite(batch["reward"])):
-        raise MessageError("transitions contain NaN/inf actions or rewards")
+    # a NaN reward is a reward model's "no answer" (robolearn.rewards.base.MISSING): the learner
+    # drops that transition; inf is garbage
+    if not np.all(np.isfinite(batch["action"])) or np.any(np.isinf(batch["reward"])):
+        raise MessageError("transitions contain NaN/inf actions or inf rewards")
     return int(n or 0)
 
 
