@@ -24,13 +24,13 @@ $(STAMP): pyproject.toml
 setup-bench: $(VENV)/.robolearn-bench-installed
 
 $(VENV)/.robolearn-bench-installed: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,vlm]'
 	@touch $@
 
 demo: setup
 	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo
 
-# the suite covers the SB3 comparison too, so it installs the benchmark-only extra
+# the suite covers the SB3 comparison and the CLIP reward too, so it installs those extras
 test: setup-bench
 	$(BIN)/python -m pytest -q
 
