@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "teleop": ("robolearn.commands.teleop", "drive an env live from an input device"),
     "record": ("robolearn.commands.record", "record teleoperated demonstration episodes to a dataset"),
     "dataset": ("robolearn.commands.dataset", "inspect, view or export a recorded dataset"),
+    "reward": ("robolearn.commands.reward", "reward models: train DATASET --kind classifier|progress; eval --env ID --model DIR"),
 }
 
 
