@@ -24,13 +24,13 @@ $(STAMP): pyproject.toml
 setup-bench: $(VENV)/.robolearn-bench-installed
 
 $(VENV)/.robolearn-bench-installed: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench,export]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,export,vlm]'
 	@touch $@
 
 demo: setup
 	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo --overwrite
 
-# the suite covers the SB3 comparison too, so it installs the benchmark-only extra
+# the suite covers the SB3 comparison and the CLIP reward too, so it installs those extras
 test: setup-bench
 	$(BIN)/python -m pytest -q
 

@@ -80,6 +80,7 @@ class TrainConfig:
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
     overwrite: bool = False             # a new run may replace an earlier run in `out`
     resets: str = "env"                 # env: the env's own resets | learned: forward/backward agents
+    reward: dict = field(default_factory=dict)  # [reward] table: a learned reward (robolearn.rewards)
 
     def run_dir(self) -> Path:
         if self.out:
@@ -100,7 +101,11 @@ class TrainConfig:
         if self.resets not in ("env", "learned"):
             raise ConfigError(f"resets={self.resets!r}: choose 'env' (the env's own resets) or 'learned' "
                               "(forward/backward agents, robolearn.resets.learned)")
-        for name in ("env_kwargs", "agent", "reality_gap"):
+        if self.reward:
+            from robolearn.rewards.serving import reward_config
+
+            reward_config(self.reward)
+        for name in ("env_kwargs", "agent", "reality_gap", "reward"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
         return self
@@ -382,10 +387,20 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+        # [reward]: the training env's reward and termination come from the reward model; the
+        # eval env keeps the task's own (in sim: the ground truth the model is judged by)
+        human = cfg.reward.get("kind") == "human"
+        train_kwargs = ({**cfg.env_kwargs, "reward_source": dict(cfg.reward)} if cfg.reward and not human
+                        else cfg.env_kwargs)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, train_kwargs, cfg.reality_gap,
                             cfg.sim_params)
-        from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
-        self.env = maybe_intervene(self.env, cfg.intervene)
+        if human:  # the --intervene device (default keyboard) both drives and labels success
+            from robolearn.rewards.human import attach_human_labels
+
+            self.env = attach_human_labels(self.env, cfg.intervene or "keyboard")
+        else:
+            from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
+            self.env = maybe_intervene(self.env, cfg.intervene)
         overrides = dict(cfg.agent)
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)
@@ -427,6 +442,7 @@ class Trainer:
         # counters and loop state
         self.env_steps = 0
         self.episodes = 0
+        self.rejected_missing_reward = 0  # steps whose reward model had no answer (not stored)
         self.wall_before = 0.0
         self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
         self.rng = np.random.default_rng(cfg.seed)
@@ -501,9 +517,13 @@ class Trainer:
                         raise ConfigError("the env set info['intervention'] without "
                                           "info['intervention_action'] (the action actually applied)")
                     action = np.asarray(info["intervention_action"], dtype=np.float32)
-                self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
-                if intervened and self.prior is not None:
-                    self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+                if math.isfinite(reward):  # NaN: the reward model had no answer -> never stored
+                    self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
+                    if intervened and self.prior is not None:
+                        self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+                else:
+                    self.rejected_missing_reward += 1
+                    reward = 0.0  # for the episode return shown in logs only
                 self.env_steps += 1
                 ep_ret += float(reward)
                 ep_len += 1
@@ -801,6 +821,7 @@ class Trainer:
             "eval_episodes": self.last_eval["episodes"],
             "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
             "checkpoint": str(find_checkpoint(self.dir)),
+            "rejected_missing_reward": self.rejected_missing_reward,
         }
         if getattr(self, "reset_stats", None) is not None and self.reset_stats.episodes:
             summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)

@@ -64,6 +64,12 @@ class RobotEnv(gym.Env):
         self.backend: Backend = task.backend
         self.obs_mode = obs
         self.render_mode = render_mode
+        if reward_source is not None:  # an object, a model folder path, or a [reward] table
+            from robolearn.rewards.serving import make_reward_source
+
+            reward_source = make_reward_source(reward_source)
+            if hasattr(reward_source, "bind"):  # may read cameras the policy does not observe
+                reward_source.bind(self)
         self.reward_source = reward_source
         self.render_size = render_size
         hz = task.control_hz
@@ -166,11 +172,16 @@ class RobotEnv(gym.Env):
         ev = self.task.evaluate()
         reward, success = float(ev.reward), bool(ev.success)
         info.update(ev.info)
+        terminated = bool(ev.terminated)
         if self.reward_source is not None:
             reward, success = self.reward_source(obs, {**info, "task_success": success})
             reward, success = float(reward), bool(success)
+            if getattr(self.task, "success_terminates", False):
+                terminated = success  # the source's verdict, not the simulator's
+            if reward != reward:  # NaN: the model had no answer (robolearn.rewards.base.MISSING)
+                info["reward_missing"] = True
         info.update(success=success, t_obs=t_obs, overrun=float(overrun or 0.0))
-        return obs, reward, bool(ev.terminated), False, info
+        return obs, reward, terminated, False, info
 
     def render(self):
         self._check_open()

@@ -12,6 +12,7 @@ BENCHES = {
     "export": "latency per action of ONNX / TorchScript exports vs the torch agent; export parity",
     "sim2real": "scripted control on sim vs emulated mild/hard reality; HTTP camera fps/latency; calibrate-sim recovery",
     "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice",
+    "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

@@ -293,7 +293,7 @@ class EpisodeWriter:
         self._videos: dict[str, VideoWriter] = {}
         self._vec: dict[str, list] = {k: [] for k in ds.vector_keys}
         self._steps: dict[str, list] = {k: [] for k in ("action", "reward", "success", "terminated", "truncated",
-                                                          "intervention", "device", "overrun")}
+                                                          "intervention", "device", "overrun", "success_mark")}
         self._timestamp: list[float] = []
         self._t_obs: list[float] = []
         self._t0 = time.monotonic()
@@ -349,6 +349,7 @@ class EpisodeWriter:
         s["intervention"].append(bool(intervention))
         s["device"].append(str(device if device is not None else self.device)[:16])
         s["overrun"].append(float(info.get("overrun", 0.0)))
+        s["success_mark"].append(bool(info.get("success_mark", False)))
         self._add_obs(obs, info)
 
     def finish(self, success: bool | None = None, label_source: str = "env") -> int:
@@ -377,6 +378,7 @@ class EpisodeWriter:
             "intervention": np.asarray(s["intervention"], bool),
             "device": np.asarray(s["device"], dtype=DEVICE_DTYPE),
             "overrun": np.asarray(s["overrun"], np.float64),
+            "success_mark": np.asarray(s["success_mark"], bool),
             "timestamp": np.asarray(self._timestamp, np.float64),
             "t_obs": np.asarray(self._t_obs, np.float64),
         }

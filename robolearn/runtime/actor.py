@@ -272,6 +272,10 @@ class Actor:
         self.stop_event = stop or threading.Event()
         from robolearn.teleop.intervention import maybe_intervene  # actor.intervene / --intervene
 
+        if env is None and cfg.reward.get("kind") == "human":  # the operator's device labels success
+            from robolearn.rewards.human import attach_human_labels
+
+            env = attach_human_labels(_make_env(cfg), cfg.actor.intervene or "keyboard")
         self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
         self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
                                              self.env.action_space)
@@ -408,8 +412,10 @@ class Actor:
 
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.training import make_env
+    from robolearn.rewards.serving import actor_env_kwargs
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+    kwargs = actor_env_kwargs(cfg.env_kwargs, cfg.reward)  # [reward]: in the loop, or a placeholder
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, kwargs, cfg.reality_gap,
                     cfg.sim_params)
 
 

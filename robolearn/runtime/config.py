@@ -9,6 +9,7 @@ One place defines each default (here). A launch TOML looks like:
     [learner]                         # LearnerConfig fields
     [learner.agent]                   # overrides passed to make_agent (utd, batch_size, ...)
     [actor]                           # ActorConfig fields
+    [reward]                          # a learned reward (robolearn.rewards.serving.RewardConfig)
 
 Unknown keys anywhere raise `ConfigError` naming them (a typo must never be ignored).
 """
@@ -81,6 +82,7 @@ class LaunchConfig:
     env_kwargs: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table, applied on the actors' envs
     sim_params: str | None = None    # fitted sim physics (`robolearn calibrate-sim --out FILE`)
+    reward: dict = field(default_factory=dict)  # [reward] table (robolearn.rewards.serving.RewardConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
 
@@ -118,6 +120,10 @@ class LaunchConfig:
                 v = getattr(obj, name)
                 if not isinstance(v, (int, float)) or v <= 0:
                     raise ConfigError(f"{prefix}{name}={v!r}: must be a positive number of seconds")
+        if self.reward:
+            from robolearn.rewards.serving import reward_config
+
+            reward_config(self.reward, "[reward]")
         if lc.host not in ("127.0.0.1", "localhost") and not self.keys:
             raise ConfigError(f"learner.host={lc.host!r} exposes the learner beyond this machine "
                               "without encryption; set keys = DIR (from `robolearn keygen DIR`) "
@@ -140,7 +146,7 @@ def _build(cls, data: Any, where: str):
     for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig)):
         if name in known and name in kwargs:
             kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
-    for name in ("env_kwargs", "agent", "reality_gap"):
+    for name in ("env_kwargs", "agent", "reality_gap", "reward"):
         if name in kwargs and not isinstance(kwargs[name], dict):
             raise ConfigError(f"{where}: {name} must be a table")
     return cls(**kwargs)

@@ -101,6 +101,11 @@ class Learner:
                 self.sampler = MixedSampler(self.replay, self.prior, prior_fraction)
             else:
                 transitions_to_buffer(demos, self.replay)
+        from robolearn.rewards.serving import learner_labeler
+
+        # [reward] where = "learner": label transitions here, as they arrive, before replay
+        self.labeler = learner_labeler(cfg.reward, self.env.observation_space)
+        self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
         self.session = uuid.uuid4().hex[:12]
         self.actors: dict[bytes, ActorRecord] = {}
         self.env_steps = 0
@@ -216,6 +221,11 @@ class Learner:
                             int(bad.sum()), rec.actor_id, batch["step"][bad].tolist()[:20])
                 batch = M.select_rows(batch, ~bad)
                 n = len(batch["reward"])
+            missing = np.isnan(batch["reward"])
+            if missing.any():  # the reward model had no answer: dropped in _add, never a reward
+                log.warning("actor %s sent %d transition(s) with no reward (NaN: the reward model "
+                            "had no answer) at step(s) %s; not stored", rec.actor_id,
+                            int(missing.sum()), batch["step"][missing].tolist()[:20])
             self._add(rec, batch, n)
             self._reply(identity, M.HEARTBEAT, session=self.session, known=True)
             return n
@@ -225,16 +235,27 @@ class Learner:
 
     def _add(self, rec: ActorRecord, b: dict, n: int) -> None:
         obs_keys = list(b["obs"])
+        rewards, successes = b["reward"], b["success"]
+        labelled_term = None
+        if self.labeler is not None:
+            rewards, successes, _ = self.labeler.label(b["next_obs"])
+            labelled_term = successes
         for i in range(n):
             obs = {k: b["obs"][k][i] for k in obs_keys}
             nxt = {k: b["next_obs"][k][i] for k in obs_keys}
             term, trunc = bool(b["terminated"][i]), bool(b["truncated"][i])
+            if labelled_term is not None:
+                term = term or bool(labelled_term[i])
             interv = bool(b["intervention"][i])
-            self.replay.add(obs, b["action"][i], float(b["reward"][i]), nxt, term, trunc, interv)
-            if interv and self.prior is not None:  # HIL-SERL: interventions join the prior data
-                self.prior.add(obs, b["action"][i], float(b["reward"][i]), nxt, term, trunc, True)
-            rec.ep_return += float(b["reward"][i])
-            rec.ep_success = rec.ep_success or bool(b["success"][i])
+            r = float(rewards[i])
+            if r == r:  # NaN = the reward model had no answer: never stored as a reward
+                self.replay.add(obs, b["action"][i], r, nxt, term, trunc, interv)
+                if interv and self.prior is not None:  # HIL-SERL: interventions join the prior data
+                    self.prior.add(obs, b["action"][i], r, nxt, term, trunc, True)
+                rec.ep_return += r
+            else:
+                self.rejected_missing_reward += 1
+            rec.ep_success = rec.ep_success or bool(successes[i])
             if term or trunc:
                 rec.episodes += 1
                 rec.returns.append(rec.ep_return)
@@ -347,6 +368,7 @@ class Learner:
             "train_success_rate": float(np.mean(recent)) if recent else None,
             "bad_messages": self.bad_messages,
             "nonfinite_transitions": self.nonfinite,
+            "rejected_missing_reward": self.rejected_missing_reward,
             "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
                                        "alive": r.alive} for r in self.actors.values()},
         }

@@ -199,8 +199,10 @@ def check_transitions(batch: Any, fingerprint: dict) -> int:
 
 def nonfinite_rows(batch: dict) -> np.ndarray:
     """Bool mask of the transitions with a NaN/inf anywhere (every float observation key,
-    next observation, action, reward): the learner refuses those rows, keeps the rest."""
-    bad = ~np.isfinite(batch["reward"])
+    next observation, action; an infinite reward): the learner refuses those rows, keeps the
+    rest. A NaN reward alone is not garbage: it is a reward model's "no answer"
+    (robolearn.rewards.base.MISSING), which the learner drops and counts on its own."""
+    bad = np.isinf(batch["reward"])
     bad |= ~np.isfinite(batch["action"]).reshape(len(bad), -1).all(axis=1)
     for part in ("obs", "next_obs"):
         for arr in batch[part].values():

@@ -82,6 +82,7 @@ class ArmTask(Task):
 
     name = "arm"
     needs_cube = False
+    success_terminates = True
 
     def __init__(self, backend: Backend, control_hz: float = 10.0, action_mode: str = "ee_delta",
                  model_path: str | None = None):

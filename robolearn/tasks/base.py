@@ -31,6 +31,9 @@ class Task(ABC):
 
     #: control rate used when the user does not pass `control_hz`
     default_control_hz: float = 10.0
+    #: the episode ends exactly when the task succeeds, so with a `reward_source` the source's
+    #: success (not the simulator's) ends it
+    success_terminates: bool = False
 
     def __init__(self, backend: Backend, control_hz: float):
         self.backend = backend

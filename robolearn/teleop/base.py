@@ -20,7 +20,8 @@ import numpy as np
 from robolearn.errors import DeviceError
 
 #: one-shot events a device can emit
-EVENTS = frozenset({"success", "failure", "discard", "quit"})
+#: ("mark": "success now" on this step, a per-frame label that does not end the episode)
+EVENTS = frozenset({"success", "failure", "discard", "quit", "mark"})
 
 
 class DeviceNotFoundError(DeviceError):

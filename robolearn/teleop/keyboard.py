@@ -13,6 +13,7 @@ Default key map (one +/- key pair per action dimension, in action order):
     = / -     faster / slower (speed in 0.1 steps, 0.1..1.0)
     0         stop: forget all held keys
     Enter     mark episode success           x          mark episode failure
+    g         mark "success now" on this step (per-frame label for reward classifiers)
     Backspace discard episode                Esc        quit
 
 For the arm envs' end-effector actions this is w/s = +x/-x (forward/back), a/d = +y/-y
@@ -112,6 +113,8 @@ class KeyboardDevice:
                 events.add("discard")
             elif c == "x":
                 events.add("failure")
+            elif c == "g":
+                events.add("mark")
             elif c == " ":
                 self._latched = not self._latched
             elif c == "0":
@@ -150,7 +153,7 @@ class KeyboardDevice:
     def help(self) -> str:
         pairs = "  ".join(f"dim{i}: {p[0]}/{p[1]}" for i, p in enumerate(self.config.axes[:self.dim]))
         return (f"keyboard: {pairs} (+/-, held); space: takeover on/off; =/-: speed ({self.speed:.1f}); "
-                "0: stop; Enter: success; x: failure; Backspace: discard; Esc: quit")
+                "0: stop; Enter: success; x: failure; g: success-now mark; Backspace: discard; Esc: quit")
 
     def close(self) -> None:
         if not self._closed:

@@ -5,7 +5,8 @@ its episode.json, so a sim episode can be replayed open-loop from the dataset al
 Actions are cast to float32 *before* they reach the env, so the stored actions are exactly the
 ones applied and replays reproduce the recorded states bit for bit.
 
-Human labels: a "success"/"failure" event ends the episode with that label; "discard" drops
+Human labels: a "mark" event (key g) labels the frame it leads to "success now" (stored per
+step as `success_mark`, read by reward-classifier training); a "success"/"failure" event ends the episode with that label; "discard" drops
 it and starts the attempt again; "quit" drops the unfinished episode and stops. Otherwise an
 episode ends when the env terminates or truncates (or after `max_steps`) and takes the env's
 success verdict.
@@ -100,6 +101,8 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
                 ret += float(reward)
                 # a demonstration has no policy to intervene on: the flag comes only from an
                 # InterventionWrapper inside `env` (info["intervention"])
+                if "mark" in ev:  # the human's per-frame "success now" (key g)
+                    info = {**info, "success_mark": True}
                 ep.add_step(action, obs, reward, terminated, truncated, info, device=device.name)
                 if observe is not None:
                     observe(info)

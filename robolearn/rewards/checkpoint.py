@@ -1,0 +1,69 @@
+"""A reward model on disk: `DIR/model.safetensors` (weights) + `DIR/reward.json` (kind,
+architecture, cameras, image shape, threshold, training report). No pickle: the weights are
+safetensors, everything else is JSON, so a model handed over by someone else runs no code."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from robolearn.rewards.base import RewardModelError
+
+WEIGHTS = "model.safetensors"
+META = "reward.json"
+FORMAT = "robolearn-reward-model"
+
+
+def save_model(out: str | os.PathLike, module: torch.nn.Module, meta: dict) -> Path:
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in module.state_dict().items()}
+    save_file(tensors, str(out / WEIGHTS))
+    tmp = out / (META + ".tmp")
+    tmp.write_text(json.dumps({"format": FORMAT, **meta}, indent=2))
+    os.replace(tmp, out / META)
+    return out
+
+
+def read_meta(path: str | os.PathLike, kind: str | None = None) -> dict:
+    path = Path(path)
+    meta_path = path / META
+    if not meta_path.is_file():
+        raise RewardModelError(f"reward model {path}: no {META} there (train one with "
+                               "`robolearn reward train DATASET --kind classifier --out DIR`)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RewardModelError(f"{meta_path}: not valid JSON ({exc}); the file is corrupt") from None
+    if meta.get("format") != FORMAT:
+        raise RewardModelError(f"{meta_path}: not a robolearn reward model (format={meta.get('format')!r})")
+    if kind is not None and meta.get("kind") != kind:
+        raise RewardModelError(f"reward model {path} is a {meta.get('kind')!r} model, expected {kind!r}")
+    return meta
+
+
+def load_weights(path: str | os.PathLike, module: torch.nn.Module) -> None:
+    """Load DIR/model.safetensors into `module`; a key/shape mismatch names the difference."""
+    from safetensors.torch import load_file
+
+    f = Path(path) / WEIGHTS
+    if not f.is_file():
+        raise RewardModelError(f"reward model {path}: {WEIGHTS} is missing (copy the whole folder)")
+    try:
+        tensors = load_file(str(f))
+    except Exception as exc:  # safetensors raises its own types for truncated files
+        raise RewardModelError(f"{f}: cannot read ({exc}); the file is truncated or corrupt") from None
+    own = module.state_dict()
+    missing, extra = sorted(set(own) - set(tensors)), sorted(set(tensors) - set(own))
+    if missing or extra:
+        raise RewardModelError(f"{f}: wrong architecture for {META}'s settings: missing {missing[:4]}, "
+                               f"unexpected {extra[:4]} (was {META} edited or copied from another model?)")
+    for k, t in tensors.items():
+        if t.shape != own[k].shape:
+            raise RewardModelError(f"{f}: wrong architecture: {k} has shape {tuple(t.shape)}, "
+                                   f"{META} says {tuple(own[k].shape)}")
+    module.load_state_dict(tensors)

@@ -1,0 +1,134 @@
+"""Labelled sim episodes for training and validating reward models against ground truth.
+
+Kinds (all run to the env's time limit, ignoring termination, so a success is followed by
+frames that hold it: success *states* are what a classifier must recognise, as SERL's "hold
+the success pose while recording positives"):
+- `scripted`: the task's scripted controller (successes);
+- `random`: uniform random actions (failures, the cube mostly untouched);
+- `no_grasp`: scripted with the gripper held open (arm goes through the motions, cube stays);
+- `low_lift`: scripted, but the grasp point never rises above 2.5 cm over the grasp height,
+  so the cube is held up by less than the 5 cm success height (hard negatives);
+- `policy`: a trained policy checkpoint (`policy=` callable obs -> action).
+Per frame the sim's ground truth is recorded: `success` and `progress` (push: 1 - cube-goal
+distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import gymnasium as gym
+import numpy as np
+
+from robolearn.errors import ConfigError
+
+KINDS = ("scripted", "random", "no_grasp", "low_lift", "policy")
+
+
+def true_progress(env) -> float:
+    """Ground-truth task progress in [0, 1] from the sim (validation only, never in a learner)."""
+    task = env.unwrapped.task
+    name = getattr(task, "name", "")
+    if name == "lift":
+        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+
+        return float(np.clip((task.cube_pose()[0][2] - CUBE_HALF) / LIFT_HEIGHT, 0.0, 1.0))
+    if name == "push":
+        pos = task.cube_pose()[0]
+        return float(np.linalg.norm(pos[:2] - task.goal[:2]))  # turned into 1 - d/d0 by the caller
+    if name == "reach":
+        return float(np.linalg.norm(task.goal - task.ee_pos))
+    raise ConfigError(f"no ground-truth progress for task {name!r}")
+
+
+def _distance_based(env) -> bool:
+    return getattr(env.unwrapped.task, "name", "") in ("push", "reach")
+
+
+def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
+                steps: int | None = None) -> dict:
+    """One episode of `kind`: frames (obs per step, N+1), actions, per-frame truth."""
+    if kind not in KINDS:
+        raise ConfigError(f"episode kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if kind == "policy" and policy is None:
+        raise ConfigError("kind='policy' needs a policy (a checkpoint: --policy RUN_DIR)")
+    base = env.unwrapped
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    ctrl = None
+    if kind in ("scripted", "no_grasp", "low_lift"):
+        ctrl = base.scripted_controller()
+        ctrl.reset()
+    steps = steps or (env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 100)
+    raw = true_progress(env)
+    d0 = max(raw, 1e-6)
+    prog = [1.0 - raw / d0 if _distance_based(env) else raw]
+    out = {"obs": [obs], "action": [], "success": [False], "progress": prog}
+    for _ in range(steps):
+        if kind == "random":
+            a = rng.uniform(-1, 1, env.action_space.shape)
+        elif kind == "policy":
+            a = policy(obs)
+        else:
+            a = np.asarray(ctrl.act(obs), np.float64)
+            if kind == "no_grasp":
+                a[-1] = 1.0
+            elif kind == "low_lift" and getattr(ctrl, "phase", "") == "lift":
+                from robolearn.tasks.arm import EE_STEP
+
+                cap = 0.02 + 0.025  # grasp height + 2.5 cm
+                room = (cap - base.task.ee_cmd[2]) / EE_STEP
+                a[2] = min(a[2], room)
+        a = np.clip(np.asarray(a, np.float32), -1, 1)
+        obs, r, term, trunc, info = base.step(a)  # past termination on purpose (see module doc)
+        raw = true_progress(env)
+        out["obs"].append(obs)
+        out["action"].append(a)
+        out["success"].append(bool(info["success"]))
+        out["progress"].append(1.0 - raw / d0 if _distance_based(env) else raw)
+    out["success"] = np.asarray(out["success"])
+    out["progress"] = np.clip(np.asarray(out["progress"], np.float64), -1.0, 1.0)
+    return out
+
+
+def record_dataset(env_id: str, out: str, plan: list[tuple[str, int]], seed: int = 0,
+                   env_kwargs: dict | None = None, log: Callable[[str], None] = print) -> str:
+    """Write a dataset (robolearn.data.dataset format) of episodes given as (kind, count);
+    per-step `success` is the sim's ground truth, so `labels.frame_labels` reads it as a
+    recorded human/env label would be read."""
+    from robolearn.data.dataset import DatasetWriter
+    from robolearn.policies.training import make_env
+
+    env = make_env(env_id, "both", env_kwargs=env_kwargs or {})
+    try:
+        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        with DatasetWriter(out, env_id=env_id, control_hz=hz, observation_space=env.observation_space,
+                           action_space=env.action_space, obs_mode="both") as w:
+            k = 0
+            for kind, count in plan:
+                for _ in range(count):
+                    s = seed + k
+                    k += 1
+                    ep = run_episode(env, kind, s)
+                    with w.start_episode(seed=s, device=kind, extra={"kind": kind}) as e:
+                        e.add_reset(ep["obs"][0], {})
+                        for t, a in enumerate(ep["action"]):
+                            e.add_step(a, ep["obs"][t + 1], float(ep["success"][t + 1]), False, False,
+                                       {"success": bool(ep["success"][t + 1])}, device=kind)
+                        e.finish(success=bool(ep["success"].any()), label_source="env")
+                    log(f"{kind} episode seed {s}: {int(ep['success'].sum())} success frames")
+    finally:
+        env.close()
+    return out
+
+
+def fresh_episodes(env, plan: list[tuple[str, int]], seed: int, policy: Callable | None = None) -> Iterator[tuple[str, dict]]:
+    k = 0
+    for kind, count in plan:
+        for _ in range(count):
+            yield kind, run_episode(env, kind, seed + k, policy=policy)
+            k += 1
+
+
+def check_env(env: gym.Env) -> None:
+    if getattr(env.unwrapped, "sim", None) is None:
+        raise ConfigError("reward validation needs a sim env (ground truth); backend='real' has none")

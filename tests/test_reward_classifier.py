@@ -1,0 +1,100 @@
+"""Success classifier: labels, training, threshold for precision, safetensors+JSON round trip, errors."""
+import json
+
+import numpy as np
+import pytest
+
+from robolearn.data.dataset import Dataset
+from robolearn.rewards.base import MISSING, RewardModelError
+from robolearn.rewards.classifier import ClassifierConfig, ClassifierReward, train_classifier
+from robolearn.rewards.labels import frame_labels
+from robolearn.rewards.metrics import binary_metrics, spearman, threshold_for_precision
+from reward_fixtures import SIZE, frame, write_dataset
+
+TINY = dict(epochs=8, filters=8, layers=2, feature_dim=16, hidden=32, batch_size=64, augment_pad=1)
+
+
+def test_metrics_by_hand():
+    scores = np.array([0.1, 0.4, 0.6, 0.8, 0.9])
+    truth = np.array([False, False, True, False, True])
+    m = binary_metrics(scores, truth, 0.5)
+    assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (2, 1, 0, 2)
+    assert m["precision"] == pytest.approx(2 / 3) and m["recall"] == 1.0
+    assert threshold_for_precision(scores, truth, 0.99) == 0.9        # only 0.9 is FP-free
+    assert threshold_for_precision(scores, truth, 0.6) == 0.6         # 2/3 >= 0.6 keeps all recall
+    assert spearman([1, 2, 3, 4], [10, 20, 25, 100]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_labels_from_env_success_and_human_marks(tmp_path):
+    ds = Dataset(write_dataset(tmp_path / "a", episodes=2, steps=6))
+    lab = frame_labels(ds.episode(0))
+    assert lab.tolist() == [False, False, False, True, True, True, True]
+    assert not frame_labels(ds.episode(1)).any()
+    ds2 = Dataset(write_dataset(tmp_path / "b", episodes=2, steps=6, mark_instead=True))
+    ep = ds2.episode(0)
+    assert not ep.data["success"].any() and ep.data["success_mark"].any()
+    assert frame_labels(ep).tolist() == lab.tolist()
+
+
+def test_train_save_load_and_serve(tmp_path):
+    data = write_dataset(tmp_path / "data", episodes=12, steps=12)
+    src, report = train_classifier(data, ClassifierConfig(**TINY), out=tmp_path / "model", log=lambda s: None)
+    h = report["held_out"]
+    assert h["positives"] > 0 and h["precision"] >= 0.99 and h["recall"] >= 0.8, h
+    meta = json.loads((tmp_path / "model" / "reward.json").read_text())
+    assert meta["kind"] == "classifier" and meta["cameras"] == ["front"] and meta["threshold"] == src.threshold
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+    loaded = ClassifierReward(tmp_path / "model")
+    rng = np.random.default_rng(5)
+    imgs = {"front": np.stack([frame(0.9, True, rng), frame(0.3, False, rng)])}
+    np.testing.assert_allclose(loaded.score(imgs), src.score(imgs), rtol=1e-5)
+    r_up, ok_up = loaded({"front": imgs["front"][0]}, {})
+    r_down, ok_down = loaded({"front": imgs["front"][1]}, {})
+    assert (r_up, ok_up, r_down, ok_down) == (1.0, True, 0.0, False), (loaded.score(imgs), loaded.threshold)
+    assert len(loaded.latencies) == 2
+
+
+def test_bad_inputs_give_clear_errors(tmp_path):
+    with pytest.raises(RewardModelError, match="no reward.json"):
+        ClassifierReward(tmp_path / "nothing")
+    data = write_dataset(tmp_path / "data", episodes=4, steps=6)
+    src, _ = train_classifier(data, ClassifierConfig(**{**TINY, "epochs": 1}), out=tmp_path / "m", log=lambda s: None)
+    rng = np.random.default_rng(0)
+    with pytest.raises(RewardModelError, match="image_size"):
+        src({"front": np.zeros((SIZE * 2, SIZE, 3), np.uint8)}, {})
+    with pytest.raises(RewardModelError, match="needs camera 'front'"):
+        src({"wrist": frame(0, False, rng)}, {})
+    meta_path = tmp_path / "m" / "reward.json"
+    meta = json.loads(meta_path.read_text())
+    meta["arch"]["hidden"] = 64  # wrong architecture for the stored weights
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(RewardModelError, match="wrong architecture"):
+        ClassifierReward(tmp_path / "m")
+    (tmp_path / "m" / "model.safetensors").unlink()
+    with pytest.raises(RewardModelError, match="missing"):
+        ClassifierReward(tmp_path / "m")
+    with pytest.raises(RewardModelError, match="is a 'classifier' model"):
+        from robolearn.rewards.progress import ProgressReward
+        ProgressReward(tmp_path / "m")
+
+
+def test_nan_score_is_missing_not_zero(tmp_path):
+    data = write_dataset(tmp_path / "data", episodes=4, steps=6)
+    src, _ = train_classifier(data, ClassifierConfig(**{**TINY, "epochs": 1}), log=lambda s: None)
+    import torch
+    with torch.no_grad():
+        src.model.head[-1].bias.fill_(float("nan"))
+    r, ok = src({"front": frame(0.5, True, np.random.default_rng(0))}, {})
+    assert np.isnan(r) and r is not MISSING or np.isnan(MISSING)
+    assert not ok
+
+
+def test_dataset_without_both_classes_is_refused(tmp_path):
+    from robolearn.errors import DatasetError
+
+    data = write_dataset(tmp_path / "d", episodes=2, steps=4)
+    import shutil
+    shutil.rmtree(tmp_path / "d" / "episode_000000")  # only the failed episode remains
+    with pytest.raises(DatasetError, match="needs both"):
+        train_classifier(data, ClassifierConfig(**TINY), log=lambda s: None)
