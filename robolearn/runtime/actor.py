@@ -259,6 +259,11 @@ class Actor:
         from robolearn.teleop.intervention import maybe_intervene  # actor.intervene / --intervene
 
         self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
+        if self.acfg.record:  # outermost: sees the applied (possibly human) actions and all info
+            from robolearn.data.recording import RecordingWrapper
+
+            self.env = RecordingWrapper(self.env, self.acfg.record, env_id=cfg.env,
+                                        device=f"policy:{actor_id}", obs_mode=cfg.obs)
         self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
                                              self.env.action_space)
         # two agents: one acting, one being loaded by the link thread (double buffering)
