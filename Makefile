@@ -28,7 +28,7 @@ $(VENV)/.robolearn-bench-installed: $(STAMP)
 	@touch $@
 
 demo: setup
-	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo
+	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo --overwrite
 
 # the suite covers the SB3 comparison too, so it installs the benchmark-only extra
 test: setup-bench

@@ -12,6 +12,13 @@ Contract (used by the training loop, the runtime and teleop):
   naming the update number;
 - `state_dict()/load_state_dict()`: everything for an exact resume (nets, targets, optimisers,
   counters, RNG); `policy_state()/load_policy_state()`: flat tensors `act` needs.
+
+Asymmetric actor-critic (`privileged`): with "critic" the critics also read the env's
+`privileged` observation (simulator truth such as the cube pose, present only in sim with
+`privileged_obs=True`) while the actor reads state/pixels only, so the trained policy acts
+where `privileged` does not exist (hardware): an Agent built for a space without it can act
+and load weights but not learn. "actor_and_critic" feeds it to the actor too: a sim-only study
+mode whose policies cannot run on hardware.
 """
 from __future__ import annotations
 
@@ -26,10 +33,14 @@ import numpy as np
 import torch
 
 from robolearn.data.replay import Batch
+from robolearn.env import PRIVILEGED_KEY
 from robolearn.errors import ConfigError, DatasetError, TrainingError
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.networks import Actor, Critic, RunningNorm
+
+
+PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
 
 
 @dataclass
@@ -78,6 +89,8 @@ class AgentConfig:
     encoder_filters: int = 32
     encoder_layers: int = 4
     augment_pad: int = 4  # random shift in pixels; 0 = no augmentation
+    # --- asymmetric actor-critic (see module docstring)
+    privileged: str = "none"  # "none" | "critic" | "actor_and_critic" (sim-only, not deployable)
     # --- placement
     device: str = "cpu"
 
@@ -104,6 +117,8 @@ class AgentConfig:
         need(0.0 <= self.prior_fraction <= 1.0, f"prior_fraction={self.prior_fraction} must be in [0, 1]")
         need(self.encoder in ("conv",), f"encoder={self.encoder!r}: choose 'conv'")
         need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
+        need(self.privileged in PRIVILEGED_MODES,
+             f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")
         need(self.critic_batch_renorm or self.target_network,
              "target_network=False needs critic_batch_renorm=True (CrossQ); plain critics "
              "without target networks diverge")
@@ -128,6 +143,17 @@ class Agent:
         if self.device.type == "cpu":
             keep_freed_memory()  # big ensemble activations: reuse heap blocks, no page faults
         self.state_key, self.image_keys = _check_spaces(observation_space, action_space, cfg)
+        priv_space = observation_space.spaces.get(PRIVILEGED_KEY)
+        if cfg.privileged == "actor_and_critic" and priv_space is None:
+            raise ConfigError(
+                "privileged='actor_and_critic' is a sim-only study mode: its actor reads "
+                f"obs[{PRIVILEGED_KEY!r}], which this env does not have (only backend='sim' with "
+                "privileged_obs=True does). Such a policy cannot run on hardware; train with "
+                "privileged='critic' for one that can")
+        # width of the privileged input (0: none used); "critic" without it: act-only agent
+        self.privileged_dim = int(priv_space.shape[0]) if (cfg.privileged != "none" and priv_space) else 0
+        self.can_learn = not (cfg.privileged == "critic" and priv_space is None)
+        self.actor_privileged = cfg.privileged == "actor_and_critic"
         self.action_dim = int(action_space.shape[0])
         self.target_entropy = -cfg.target_entropy_scale * self.action_dim
         self.num_updates = 0
@@ -144,6 +170,9 @@ class Agent:
                 feat_dim += int(observation_space[self.state_key].shape[0])
                 if cfg.normalize_obs:
                     self.obs_norm = RunningNorm(feat_dim).to(self.device)
+            self.priv_norm = None
+            if self.privileged_dim and cfg.normalize_obs:
+                self.priv_norm = RunningNorm(self.privileged_dim).to(self.device)
             self.encoder = None
             if self.image_keys:
                 shapes = {k: tuple(observation_space[k].shape) for k in self.image_keys}
@@ -154,9 +183,10 @@ class Agent:
                 # NHWC is the fast conv layout for oneDNN/cuDNN (~13% per update on CPU)
                 self.encoder.to(memory_format=torch.channels_last)
                 feat_dim += self.encoder.feature_dim
-            self.actor = Actor(feat_dim, self.action_dim, tuple(cfg.actor_hidden)).to(self.device)
+            actor_dim = feat_dim + (self.privileged_dim if self.actor_privileged else 0)
+            self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden)).to(self.device)
             self.critic = Critic(
-                feat_dim, self.action_dim, cfg.num_critics, tuple(cfg.critic_hidden),
+                feat_dim + self.privileged_dim, self.action_dim, cfg.num_critics, tuple(cfg.critic_hidden),
                 dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
                 batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
                 renorm_warmup=cfg.renorm_warmup).to(self.device)
@@ -197,10 +227,21 @@ class Agent:
             parts.append(self.encoder({k: obs[k] for k in self.image_keys}))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
+    def _with_privileged(self, feat: torch.Tensor, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Features + the (normalised) privileged vector: the critic's input, and with
+        "actor_and_critic" the actor's."""
+        if not self.privileged_dim:
+            return feat
+        p = obs[PRIVILEGED_KEY]
+        return torch.cat([feat, self.priv_norm(p) if self.priv_norm is not None else p], dim=-1)
+
     def _obs_to_torch(self, obs: dict[str, np.ndarray], augment: bool) -> dict[str, torch.Tensor]:
         out = {}
         if self.state_key:
             out[self.state_key] = torch.as_tensor(obs[self.state_key], dtype=torch.float32).to(
+                self.device, non_blocking=True)
+        if self.privileged_dim and PRIVILEGED_KEY in obs:
+            out[PRIVILEGED_KEY] = torch.as_tensor(obs[PRIVILEGED_KEY], dtype=torch.float32).to(
                 self.device, non_blocking=True)
         for k in self.image_keys:
             img = torch.as_tensor(obs[k]).to(self.device, non_blocking=True)  # uint8 (B,H,W,C)
@@ -214,12 +255,19 @@ class Agent:
     def act(self, obs: dict[str, np.ndarray], deterministic: bool = False) -> np.ndarray:
         """One unbatched observation -> float32 action in [-1, 1]."""
         keys = ([self.state_key] if self.state_key else []) + self.image_keys
+        if self.actor_privileged:
+            keys.append(PRIVILEGED_KEY)
         missing = [k for k in keys if k not in obs]
         if missing:
+            hint = (" (privileged='actor_and_critic' is a sim-only study mode: its actor needs "
+                    "the privileged key, which hardware does not have)" if PRIVILEGED_KEY in missing else "")
             raise ConfigError(f"observation lacks {missing} (has {sorted(obs)}); the agent was built "
-                              f"for keys {keys}: use the same env/obs mode as in training")
+                              f"for keys {keys}: use the same env/obs mode as in training{hint}")
         batched = {k: np.asarray(obs[k])[None] for k in keys}
-        feat = self._features(self._obs_to_torch(batched, augment=False))
+        tobs = self._obs_to_torch(batched, augment=False)
+        feat = self._features(tobs)
+        if self.actor_privileged:
+            feat = self._with_privileged(feat, tobs)
         if deterministic:
             action = self.actor.mode(feat)
         else:
@@ -227,9 +275,20 @@ class Agent:
         return action[0].cpu().numpy().astype(np.float32)
 
     # ------------------------------------------------------------------------------ learning
+    def require_learning(self) -> None:
+        """ConfigError unless this agent can train (an asymmetric critic needs `privileged`).
+        Training loops call it before collecting data, so the mistake surfaces at once."""
+        if not self.can_learn:
+            raise ConfigError(
+                f"privileged='critic': the critics read obs[{PRIVILEGED_KEY!r}], which this env does "
+                "not have; train in sim with the env option privileged_obs=True (`robolearn train "
+                "--privileged-obs`, or privileged_obs = true under [env_kwargs] in a launch file); "
+                "without it this agent can only act")
+
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic gradient step (+ actor/temperature per policy delay); returns metrics."""
         cfg = self.config
+        self.require_learning()
         self.num_updates += 1
         n = self.num_updates
         _check_batch(batch, n)
@@ -241,13 +300,19 @@ class Agent:
         alpha = self.log_alpha.detach().exp()
         if self.obs_norm is not None:
             self.obs_norm.update(obs[self.state_key])
+        if self.priv_norm is not None:
+            self.priv_norm.update(obs[PRIVILEGED_KEY])
 
-        # ---- critic
+        # ---- critic (asymmetric: critic inputs may hold privileged entries the actor never sees)
         self.critic.train()
         feat = self._features(obs)
         with torch.no_grad():
             next_feat = self._features(next_obs)
-            next_action, next_logp = self.actor.sample(next_feat, self.generator)
+            next_critic_feat = self._with_privileged(next_feat, next_obs)
+            next_actor_feat = next_critic_feat if self.actor_privileged else next_feat
+            next_action, next_logp = self.actor.sample(next_actor_feat, self.generator)
+        critic_feat = self._with_privileged(feat, obs)
+        actor_feat = critic_feat if self.actor_privileged else feat
         subset = None
         if cfg.num_target_min < cfg.num_critics:  # REDQ: random subset, same for the batch
             subset = torch.rand(cfg.num_critics, generator=self.generator,
@@ -256,14 +321,15 @@ class Agent:
         if self.critic_target is None:
             # CrossQ: current and next (s, a) in ONE batch so batch statistics are shared
             bsz = action.shape[0]
-            q_all = self.critic(torch.cat([feat, next_feat]), torch.cat([action, next_action]))
+            q_all = self.critic(torch.cat([critic_feat, next_critic_feat]),
+                                torch.cat([action, next_action]))
             q, q_next = q_all[:, :bsz], q_all[:, bsz:].detach()
             if subset is not None:
                 q_next = q_next.index_select(0, subset)
         else:
-            q = self.critic(feat, action)
+            q = self.critic(critic_feat, action)
             with torch.no_grad():  # only the subset's target members are evaluated
-                q_next = self.critic_target(next_feat, next_action, subset)
+                q_next = self.critic_target(next_critic_feat, next_action, subset)
         with torch.no_grad():
             v_next = q_next.min(dim=0).values
             if cfg.backup_entropy:
@@ -281,12 +347,12 @@ class Agent:
         metrics = {"critic_loss": critic_loss.detach(), "q": q.detach().mean()}
         # ---- actor and temperature
         if n % cfg.actor_every == 0:
-            feat_d = feat.detach()
+            feat_d = actor_feat.detach()
             pi_action, logp = self.actor.sample(feat_d, self.generator)
             self.critic.requires_grad_(False)
             if cfg.critic_batch_renorm:
                 self.critic.eval()  # CrossQ: running statistics for the policy objective
-            q_pi = self.critic(feat_d, pi_action)
+            q_pi = self.critic(critic_feat.detach(), pi_action)
             self.critic.train()
             self.critic.requires_grad_(True)
             q_pi = q_pi.min(dim=0).values if cfg.actor_q == "min" else q_pi.mean(dim=0)
@@ -331,6 +397,8 @@ class Agent:
             d["encoder"] = self.encoder.state_dict()
         if self.obs_norm is not None:
             d["obs_norm"] = self.obs_norm.state_dict()
+        if self.priv_norm is not None:
+            d["priv_norm"] = self.priv_norm.state_dict()
         return copy.deepcopy(d)
 
     def load_state_dict(self, d: dict) -> None:
@@ -349,6 +417,8 @@ class Agent:
             self.encoder.load_state_dict(d["encoder"])
         if self.obs_norm is not None:
             self.obs_norm.load_state_dict(d["obs_norm"])
+        if self.priv_norm is not None:
+            self.priv_norm.load_state_dict(d["priv_norm"])
         with torch.no_grad():
             self.log_alpha.copy_(torch.as_tensor(d["log_alpha"]))
         self.actor_opt.load_state_dict(d["actor_opt"])
@@ -365,6 +435,8 @@ class Agent:
             out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
         if self.obs_norm is not None:
             out.update({f"obs_norm.{k}": v for k, v in self.obs_norm.state_dict().items()})
+        if self.priv_norm is not None and self.actor_privileged:
+            out.update({f"priv_norm.{k}": v for k, v in self.priv_norm.state_dict().items()})
         return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
 
     def load_policy_state(self, d: dict[str, torch.Tensor]) -> None:
@@ -376,6 +448,9 @@ class Agent:
             if self.obs_norm is not None:
                 self.obs_norm.load_state_dict(
                     {k[9:]: v for k, v in d.items() if k.startswith("obs_norm.")})
+            if self.priv_norm is not None and self.actor_privileged:
+                self.priv_norm.load_state_dict(
+                    {k[10:]: v for k, v in d.items() if k.startswith("priv_norm.")})
 
 
 @contextlib.contextmanager
@@ -404,6 +479,8 @@ def _check_spaces(observation_space, action_space, cfg: AgentConfig) -> tuple[st
                           "learner emits [-1, 1]: wrap the env in gymnasium.wrappers.RescaleAction(env, -1, 1)")
     state_key, images = None, []
     for k, s in observation_space.spaces.items():
+        if k == PRIVILEGED_KEY:  # read only by the asymmetric critic (cfg.privileged)
+            continue
         if not isinstance(s, gym.spaces.Box):
             raise ConfigError(f"observation {k!r} is a {type(s).__name__}; only Box spaces are supported")
         if s.dtype == np.uint8 and len(s.shape) == 3:

@@ -2,7 +2,10 @@
 
 Contract (relied on by learners, teleop, recording and the runtime):
 - observations are a Dict: `state` (float32 vector) and/or one uint8 HxWx3 array per camera,
-  chosen by `obs="state" | "pixels" | "both"`;
+  chosen by `obs="state" | "pixels" | "both"`; `state` and the cameras are the same on every
+  backend. `privileged_obs=True` (sim backends only) adds `privileged`, a float32 vector of
+  simulator-only truth (cube pose, track position) for critics and studies, never for a
+  policy that must run on hardware;
 - actions are Box(-1, 1); the task documents the mapping to physical commands;
 - `metadata["control_hz"]` is the control rate; one `step` is one control period;
 - every `info` carries `success` (bool), `t_obs` (timestamp of the observation, s) and
@@ -24,6 +27,7 @@ from robolearn.robot import Backend
 from robolearn.tasks.base import Task
 
 OBS_MODES = ("state", "pixels", "both")
+PRIVILEGED_KEY = "privileged"  # the observation key of simulator-only truth
 # Actions are rejected beyond this (float32 rounding of a tanh squash stays inside it).
 ACTION_TOLERANCE = 1e-5
 
@@ -40,8 +44,11 @@ class RobotEnv(gym.Env):
         render_mode: str | None = None,
         reward_source: RewardSource | None = None,
         render_size: tuple[int, int] = (240, 320),
+        privileged_obs: bool = False,
     ):
         check_obs_mode(obs)
+        if not isinstance(privileged_obs, bool):
+            raise ConfigError(f"privileged_obs={privileged_obs!r}: pass True or False")
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"render_mode={render_mode!r}: only None or 'rgb_array' is supported")
         self.task = task
@@ -61,6 +68,9 @@ class RobotEnv(gym.Env):
                 raise ConfigError(f"obs={obs!r} needs cameras, but this backend has none")
             for name, cam in self.backend.cameras.items():
                 spaces[name] = gym.spaces.Box(0, 255, shape=cam.shape, dtype=np.uint8)
+        if privileged_obs:
+            spaces[PRIVILEGED_KEY] = privileged_space(task)
+        self.privileged_obs = privileged_obs
         self.observation_space = gym.spaces.Dict(spaces)
         self._closed = False
         self._needs_reset = True
@@ -136,7 +146,9 @@ class RobotEnv(gym.Env):
         if "state" in self.observation_space.spaces:
             obs["state"] = np.asarray(self.task.state(), dtype=np.float32)
         for name in self.observation_space.spaces:
-            if name != "state":
+            if name == PRIVILEGED_KEY:
+                obs[name] = np.asarray(self.task.privileged_observation(), dtype=np.float32)
+            elif name != "state":
                 obs[name] = self.backend.cameras[name].read().image
         self._last_obs = obs
         return obs, float(t_obs)
@@ -171,6 +183,18 @@ def validate_action(action, space: gym.spaces.Box) -> np.ndarray:
             f"action out of range [-1, 1] at indices {bad}: {a.tolist()} "
             "(squash or clip in the policy; the env does not clamp silently)")
     return np.minimum(np.maximum(a, lo), hi)  # == np.clip(a, lo, hi), without its overhead
+
+
+def privileged_space(task: Task) -> gym.spaces.Box:
+    """The task's `privileged` space, or a ConfigError saying why there is none."""
+    if task.backend.privileged is None:
+        raise ConfigError("privileged_obs=True needs a simulator backend (backend='sim'): hardware "
+                          "has no cube pose or track position; drop privileged_obs for the robot "
+                          "(a policy trained with privileged='critic' runs without it)")
+    space = task.privileged_space
+    if space is None:
+        raise ConfigError(f"{type(task).__name__} has no privileged observation; drop privileged_obs")
+    return space
 
 
 def check_obs_mode(obs: str) -> None:
@@ -209,6 +233,24 @@ def register_all() -> None:
                 continue
             raise
         module.register()
+
+
+def resolve_env_id(env_id: str) -> str:
+    """Gymnasium's `module:EnvId-v0` syntax: import `module` (which registers its envs) and
+    return the plain ID; a plain ID is returned as it is."""
+    if ":" not in env_id:
+        return env_id
+    import importlib
+
+    from robolearn.errors import ConfigError
+
+    module, _, plain = env_id.partition(":")
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"env {env_id!r}: cannot import module {module!r} ({exc}); install it "
+                          "or put it on PYTHONPATH") from None
+    return plain
 
 
 def registered_ids() -> list[str]:

@@ -48,14 +48,14 @@ def test_pixels_see_the_arm_move():
 
 @pytest.mark.parametrize("env_id", ARM_IDS)
 def test_determinism(env_id):
-    def rollout(seed):
-        env = gym.make(env_id)
+    def rollout(seed):  # the seed places the cube, seen only in `privileged` (not in state)
+        env = gym.make(env_id, privileged_obs=True)
         obs, _ = env.reset(seed=seed)
         rng = np.random.default_rng(123)
-        out = [obs["state"]]
+        out = [obs["state"], obs["privileged"]]
         for _ in range(15):
             obs, r, term, trunc, info = env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))
-            out.append(obs["state"])
+            out += [obs["state"], obs["privileged"]]
             out.append(np.array([r]))
         env.close()
         return np.concatenate(out)
@@ -267,11 +267,15 @@ def test_move_to_joints_reset_controller():
     env.close()
 
 
-def test_push_and_lift_state_has_cube():
-    env = gym.make("robolearn/ArmLift-v0")
+def test_push_and_lift_cube_pose_is_privileged_not_state():
+    env = gym.make("robolearn/ArmLift-v0", privileged_obs=True)
     obs, _ = env.reset(seed=2)
     pos, quat = env.unwrapped.task.cube_pose()
-    np.testing.assert_allclose(obs["state"][14:17], pos, atol=1e-6)
+    assert obs["state"].shape == (14,) and obs["privileged"].shape == (13,)
+    np.testing.assert_allclose(obs["privileged"][3:6], pos, atol=1e-6)
+    np.testing.assert_allclose(obs["privileged"][6:10], quat, atol=1e-6)
+    # the simulator's grasp point agrees with kinematics of the measured joints (state[11:14])
+    np.testing.assert_allclose(obs["privileged"][:3], obs["state"][11:14], atol=2e-3)
     assert pos[2] == pytest.approx(0.015, abs=1e-3)
     env.close()
 

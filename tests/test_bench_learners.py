@@ -41,3 +41,12 @@ def test_claims_rlpd_suite_is_a_fair_comparison():
     assert s["agent"]["normalize_obs"] is True and s["agent"]["backup_entropy"] is False
     assert s["agent"]["gamma"] == 0.95 and len(s["seeds"]) >= 2
     assert set(s["per_algo"]) == {"rlpd"} and set(s["per_algo"]["rlpd"]) <= {"utd", "num_critics"}
+    # lift from state needs the cube pose: simulator-only, so a declared sim-only study
+    assert s["env_kwargs"] == {"privileged_obs": True} and s["agent"]["privileged"] == "actor_and_critic"
+    md = learners.markdown([{"env": "robolearn/ArmLift-v0", "algo": "rlpd", "demo_transitions": 1, "utd": 5,
+                             "seeds": [0], "env_steps": 1, "eval_return": 0.0, "eval_return_std": 0.0,
+                             "eval_success_rate": 0.0, "eval_success_rate_std": 0.0, "reached": 0,
+                             "steps_to_threshold": [None], "steps_to_threshold_mean": 1,
+                             "steps_to_first_success": [None], "updates": 1, "updates_per_s": 1.0,
+                             "updates_per_s_std": 0.0, "wall_s": 1.0}], s, None, [])
+    assert "Sim-only study" in md

@@ -34,12 +34,28 @@ def test_listed_and_passes_check_env_state():
     try:
         assert env.spec.max_episode_steps >= 1000
         assert env.unwrapped.metadata["control_hz"] == 20.0
-        assert env.observation_space["state"].shape == (16,)
+        # state: what the car measures (odometry, steer, IMU, last action); no track position
+        assert env.observation_space["state"].shape == (10,)
+        assert set(env.observation_space.spaces) == {"state"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check_env(env.unwrapped, skip_render_check=True)
     finally:
         env.close()
+
+
+def test_track_entries_are_privileged():
+    env = _make(privileged_obs=True)
+    try:
+        assert env.observation_space["privileged"].shape == (6,)
+        obs, _ = env.reset(seed=0)
+        lateral, s_h, c_h = obs["privileged"][:3]
+        assert abs(lateral) < 0.5 and s_h ** 2 + c_h ** 2 == pytest.approx(1.0, abs=1e-5)
+        assert env.observation_space.contains(obs)
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="privileged_obs=True"):
+        _make(privileged_state=True)
 
 
 def test_check_env_pixels_and_both():
@@ -92,15 +108,15 @@ def test_render_rgb_array_chase_view():
 
 # ------------------------------------------------------------------------- determinism
 def _rollout(seed, n=60):
-    env = _make()
+    env = _make(privileged_obs=True)
     try:
         obs, _ = env.reset(seed=seed)
-        out = [obs["state"].copy()]
+        out = [obs["state"].copy(), obs["privileged"]]
         rng = np.random.default_rng(123)
         for _ in range(n):
             a = np.array([rng.uniform(-0.3, 0.3), rng.uniform(0.2, 0.8)], dtype=np.float32)
             obs, r, *_ = env.step(a)
-            out.append(np.append(obs["state"], r))
+            out.append(np.concatenate((obs["state"], obs["privileged"], [r])))
         return np.concatenate(out)
     finally:
         env.close()

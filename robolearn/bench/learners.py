@@ -44,11 +44,14 @@ SUITES: dict[str, dict] = {
     # vary by ~1 cm, joint velocities by ~0.5 rad/s: raw, the critic barely sees the features
     # that decide success) and SERL's sparse-reward settings, discount 0.95 and no entropy term
     # in the TD target (with termination on success, an entropy bonus competes with the reward).
+    # Learning lift from state needs the cube pose, which is simulator-only (`privileged`), so
+    # both learners read it in actor and critic: a SIM-ONLY STUDY, its policies cannot run on
+    # hardware (deployable: privileged="critic" with pixels).
     "claims-rlpd": dict(envs=["robolearn/ArmLift-v0"], algos=["rlpd", "sac"], seeds=[0, 1, 2],
                         steps=5000, eval_every=500, eval_episodes=10, learning_starts=200,
-                        demos={"rlpd": "scripted:20"},
+                        demos={"rlpd": "scripted:20"}, env_kwargs={"privileged_obs": True},
                         agent={"init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
-                               "normalize_obs": True},
+                               "normalize_obs": True, "privileged": "actor_and_critic"},
                         per_algo={"rlpd": {"utd": 5, "num_critics": 2}}, threshold=0.5),
     # update speed only (no training runs)
     "speed": dict(envs=[], algos=[], seeds=[], steps=0),
@@ -114,7 +117,7 @@ def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
     cfg = TrainConfig(env=env_id, algo=algo, seed=seed, steps=s["steps"], eval_every=s["eval_every"],
                       eval_episodes=s["eval_episodes"], learning_starts=s["learning_starts"],
                       demos=s["demos"].get(algo), checkpoint_every=0, video=False, progress=False,
-                      agent=agent, out=str(out / "runs" / f"{env_id.split('/')[-1]}-{algo}-s{seed}"))
+                      agent=agent, env_kwargs=dict(s.get("env_kwargs", {})), out=str(out / "runs" / f"{env_id.split('/')[-1]}-{algo}-s{seed}"))
     shutil.rmtree(cfg.out, ignore_errors=True)  # the benchmark owns its run folders
     t0 = time.perf_counter()
     trainer = Trainer(cfg)
@@ -253,7 +256,10 @@ def markdown(rows: list[dict], s: dict, speed: dict | None, argv: list[str]) -> 
                   f"on {s['eval_episodes']} fixed episodes (deterministic policy), learning_starts "
                   f"{s['learning_starts']}. Agent options for all learners: {s.get('agent', {})}; "
                   f"per algorithm: {s.get('per_algo', {})}; from --set: {s.get('set', {})}. "
-                  f"Demos: {s['demos'] or 'none'}.", ""]
+                  f"Env options: {s.get('env_kwargs', {})}. Demos: {s['demos'] or 'none'}.", ""]
+        if s.get("agent", {}).get("privileged") == "actor_and_critic":
+            lines += ["**Sim-only study:** the actors read the simulator's `privileged` observation "
+                      "(cube pose), which hardware does not have; these policies are not deployable.", ""]
         lines += [f"| env | algo | UTD | seeds | env steps | final eval return | eval success | "
                   f"runs reaching {th:.0%} | env steps to {th:.0%} (mean; unreached = budget) | "
                   f"env steps to first eval success | gradient updates | updates/s | wall s |",

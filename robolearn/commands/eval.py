@@ -13,8 +13,29 @@ def add_arguments(parser) -> None:
     parser.add_argument("--video", default=None, metavar="PATH",
                         help="also record one episode to this MP4 (a PNG strip if video writing fails)")
     parser.add_argument("--seed", type=int, default=None, help="evaluation seed (default: the run's seed)")
+    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="override an env option of the training run, e.g. --env-option backend=real "
+                             "--env-option port=/dev/ttyACM0 to run a sim-trained policy on the robot "
+                             "(repeatable; values parsed as TOML)")
     from robolearn.teleop.intervention import add_intervene_argument
     add_intervene_argument(parser)  # --intervene DEVICE: a human may take over during evaluation
+
+
+def check_writable(path: str, flag: str) -> None:
+    """Raise ConfigError naming `flag` unless a file can be created at `path`."""
+    from pathlib import Path
+
+    from robolearn.errors import ConfigError
+
+    p = Path(path)
+    probe = p.with_name(p.name + ".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); "
+                          "pick a writable path") from None
 
 
 def run(args) -> int:
@@ -26,7 +47,12 @@ def run(args) -> int:
     from robolearn.policies import evaluation
     from robolearn.policies.training import load_policy
 
-    policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None)
+    from robolearn.commands.train import parse_overrides
+
+    if args.video:  # before minutes of evaluation, not after
+        check_writable(args.video, "--video")
+    policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None,
+                                   env_kwargs=parse_overrides(args.env_option))
     from robolearn.teleop.intervention import maybe_intervene
     env = maybe_intervene(env, args)
     seed = cfg.seed if args.seed is None else args.seed

@@ -13,12 +13,16 @@ Action mapping (Box(-1, 1), documented here once):
 Targets integrate the *commanded* pose (not the measured one), so a zero action holds still
 even while a servo sags under load. Servo speed limits apply on every backend.
 
-State vector (float32): q (5, rad), dq (5, rad/s), gripper (1, rad), ee position (3, m), then
-per task: reach: target (3), target - ee (3); push: target (3), and in sim cube position (3),
-cube quaternion (4, wxyz), cube - ee (3), target - cube (3); lift: in sim cube position (3),
-cube quaternion (4), cube - ee (3). On `backend="real"` the state comes from the `Arm`
-protocol and kinematics only, so push/lift carry no cube pose there (use pixels), and their
-reward/success must come from a `reward_source`.
+State vector (float32), the same on every backend (what the servos measure, kinematics, and
+the goal the task itself sets): q (5, rad), dq (5, rad/s), gripper (1, rad), ee position
+(3, m, forward kinematics of the measured joints), then per task: reach: target (3),
+target - ee (3); push: goal (3); lift: nothing more. Hardware cannot see the cube, so a policy
+that must find it uses pixels (cameras `wrist`/`front`, same names and sizes on sim and real).
+
+Privileged vector (float32, only with `privileged_obs=True` on `backend="sim"`): the
+simulator's grasp-point position (3), then push/lift: cube position (3), cube quaternion
+(4, wxyz), cube - grasp point (3), and push: goal - cube (3). On `backend="real"` push/lift
+reward and success come from a `reward_source`.
 
 Workspace (grasp point, world frame, m): x [0.12, 0.32], y [-0.18, 0.18], z [0.02, 0.20];
 the table top is z = 0 and the arm base is at the origin.
@@ -98,6 +102,9 @@ class ArmTask(Task):
         n_act = 4 if action_mode == "ee_delta" else 6
         self._action_space = gym.spaces.Box(-1.0, 1.0, shape=(n_act,), dtype=np.float32)
         self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=(self.state_dim(),), dtype=np.float32)
+        self._privileged_space = gym.spaces.Box(-np.inf, np.inf, shape=(3 + self.cube_dim(),),
+                                                dtype=np.float32)
+        self._ee_site = self.sim.model.site("ee").id if self.sim is not None else None
         self.q_cmd = self.home_q.copy()
         self.ee_cmd = HOME_EE.copy()
         self.gripper_cmd = self.home_gripper
@@ -113,9 +120,9 @@ class ArmTask(Task):
     def extra_state_dim(self) -> int:
         return 0
 
-    @property
-    def privileged(self) -> bool:
-        return self.sim is not None
+    def cube_dim(self) -> int:
+        """Length of the cube part of the privileged vector."""
+        return 0
 
     # ------------------------------------------------------------------------ reset
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
@@ -231,6 +238,17 @@ class ArmTask(Task):
     def extra_state(self) -> np.ndarray:
         return np.zeros(0)
 
+    def privileged_observation(self) -> np.ndarray:
+        self._measure()
+        ee = self.sim.data.site_xpos[self._ee_site]
+        if not self.cube_dim():
+            return ee.astype(np.float32)
+        pos = self._cube_pos
+        return np.concatenate((ee, pos, self._cube_quat, pos - ee, self.cube_extra(pos))).astype(np.float32)
+
+    def cube_extra(self, cube_pos: np.ndarray) -> np.ndarray:
+        return np.zeros(0)
+
     def base_info(self) -> dict[str, Any]:
         return {"ee_pos": self._ee.copy()}
 
@@ -279,7 +297,10 @@ class ArmPush(ArmTask):
     needs_cube = True
 
     def extra_state_dim(self) -> int:
-        return 3 + (13 if self.privileged else 0)
+        return 3
+
+    def cube_dim(self) -> int:
+        return 13
 
     def sample_goal(self, rng):
         if self.sim is not None:
@@ -301,10 +322,10 @@ class ArmPush(ArmTask):
             self.sim.set_target_marker((self.goal[0], self.goal[1], 0.001), visible=True)
 
     def extra_state(self):
-        if self.sim is None:
-            return self.goal
-        pos = self._cube_pos
-        return np.concatenate((self.goal, pos, self._cube_quat, pos - self._ee, self.goal - pos))
+        return self.goal
+
+    def cube_extra(self, cube_pos):
+        return self.goal - cube_pos
 
     def evaluate(self) -> Evaluation:
         self._measure()
@@ -329,14 +350,8 @@ class ArmLift(ArmTask):
     name = "lift"
     needs_cube = True
 
-    def extra_state_dim(self) -> int:
-        return 10 if self.privileged else 0
-
-    def extra_state(self):
-        if self.sim is None:
-            return np.zeros(0)
-        pos = self._cube_pos
-        return np.concatenate((pos, self._cube_quat, pos - self._ee))
+    def cube_dim(self) -> int:
+        return 10
 
     def evaluate(self) -> Evaluation:
         self._measure()
@@ -359,12 +374,15 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
                  control_hz: float = 10.0, action_mode: str = "ee_delta",
                  image_size: tuple[int, int] = (84, 84), port: str | None = None,
                  camera=None, reward_source=None, render_mode: str | None = None,
-                 **backend_kwargs) -> RobotEnv:
+                 privileged_obs: bool = False, **backend_kwargs) -> RobotEnv:
     """Build an arm `RobotEnv`.
+
+    `privileged_obs=True` (sim only) adds the `privileged` observation (see module docstring).
 
     backend="sim": `camera` picks the sim cameras for pixel observations (None: both `wrist`
     and `front`; or a name / list of names); extra kwargs: model_path, timestep.
-    backend="real": `port` (serial port of the servo bus) and `camera` (OpenCV device) go to
+    backend="real": `port` (serial port of the servo bus) and `camera` (OpenCV source, named
+    `front`; or a dict {name: source} with names from the sim's cameras) go to
     `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
     """
     check_choice("task", task, TASKS)
@@ -390,6 +408,12 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
                 check_choice("camera", c, CAMERA_NAMES)
         be = make_arm_sim_backend(control_hz=hz, cameras=cams, image_size=image_size, **backend_kwargs)
     else:
+        if privileged_obs:
+            raise ConfigError("privileged_obs=True needs backend='sim': hardware cannot measure the "
+                              "cube pose; train with privileged='critic' so the policy runs without it")
+        if isinstance(camera, dict):
+            for c in camera:
+                check_choice("camera name", c, CAMERA_NAMES)  # the names a sim-trained policy knows
         if task in ("push", "lift") and reward_source is None:
             raise ConfigError(f"task={task!r} on backend='real' needs reward_source= (a RewardSource, "
                               "e.g. a success classifier): hardware cannot measure the cube pose")
@@ -401,7 +425,8 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     try:
         t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode,
                                model_path=backend_kwargs.get("model_path") if backend == "sim" else None)
-        return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source)
+        return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source,
+                        privileged_obs=privileged_obs)
     except Exception:
         be.close()
         raise

@@ -39,6 +39,8 @@ class Task(ABC):
     # Subclasses set both in __init__ (their shapes depend on options such as action_mode).
     _action_space: gym.spaces.Box
     _state_space: gym.spaces.Box
+    # Set by tasks that can report simulator-only truth (cube pose, track position); None: none.
+    _privileged_space: gym.spaces.Box | None = None
 
     @property
     def action_space(self) -> gym.spaces.Box:
@@ -49,6 +51,17 @@ class Task(ABC):
     def state_space(self) -> gym.spaces.Box:
         """float32 vector space of the `state` observation."""
         return self._state_space
+
+    @property
+    def privileged_space(self) -> gym.spaces.Box | None:
+        """float32 vector space of the `privileged` observation (simulator-only truth), or None
+        when the task has none or its backend is not a simulator."""
+        return self._privileged_space if self.backend.privileged is not None else None
+
+    def privileged_observation(self) -> np.ndarray:
+        """The float32 `privileged` observation: simulator truth a critic may read in training
+        but a deployed policy never sees (it does not exist on hardware)."""
+        raise NotImplementedError(f"{type(self).__name__} has no privileged observation")
 
     @abstractmethod
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
@@ -61,7 +74,8 @@ class Task(ABC):
 
     @abstractmethod
     def state(self) -> np.ndarray:
-        """The float32 `state` observation (no privileged information on hardware)."""
+        """The float32 `state` observation: only what hardware measures (joints, kinematics,
+        odometry/IMU) and the task's own goal, identical on every backend."""
 
     @abstractmethod
     def evaluate(self) -> Evaluation:

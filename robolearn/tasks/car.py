@@ -14,9 +14,16 @@ in order; -1 before the start line, 0 is the start line), `off_track` (a tyre wi
 The car starts just behind the start line; lap timing starts when it crosses it (flying lap).
 Episodes end on a wall contact only with `end_on_collision=True` (for benchmarking).
 
+Observation, the same on every backend: `state` (float32, 10) is what the car's controller
+measures and the policy commanded: speed (m/s, wheel odometry), steer (rad), IMU accel (3,
+m/s^2) and gyro (3, rad/s), last action (2). The track-relative entries need the car's pose on
+the track, which the car cannot measure, so they are the `privileged` vector (float32, 6; only
+with `privileged_obs=True` on `backend="sim"`): lateral offset / half width, sin and cos of
+the heading error, track curvature 0.5, 1 and 2 m ahead. The camera is `front` on both.
+
 On `backend="real"` there is no privileged track position: reward and success come from the
-`reward_source` you pass, `state` holds only the proprioceptive entries, `collisions` counts IMU
-impacts above `IMPACT_ACCEL`, and the lap entries stay at their initial values.
+`reward_source` you pass, `collisions` counts IMU impacts above `IMPACT_ACCEL`, and the lap
+entries stay at their initial values.
 """
 from __future__ import annotations
 
@@ -41,28 +48,29 @@ LOOKAHEAD = (0.5, 1.0, 2.0)       # m ahead where the sim state samples the trac
 SIM_KWARGS = ("track", "timestep", "friction", "contact_check_every")
 N_PROPRIO = 10
 STATE_LABELS = ("speed", "steer", "accel_x", "accel_y", "accel_z", "gyro_x", "gyro_y", "gyro_z",
-                "last_steer", "last_throttle", "lateral", "sin_heading_err", "cos_heading_err",
-                "curv_0.5m", "curv_1m", "curv_2m")
+                "last_steer", "last_throttle")
+PRIVILEGED_LABELS = ("lateral", "sin_heading_err", "cos_heading_err", "curv_0.5m", "curv_1m",
+                     "curv_2m")
 
 
 class CarLap(Task):
-    """Lap task over a car backend; uses the track and simulator only when `privileged`."""
+    """Lap task over a car backend; reads the track and simulator only when there is one."""
 
     default_control_hz = 20.0
 
     def __init__(self, backend: Backend, control_hz: float = 20.0, end_on_collision: bool = False,
-                 collision_penalty: float = 0.0, privileged_state: bool = True):
+                 collision_penalty: float = 0.0):
         super().__init__(backend, control_hz)
         self.car = backend.robot
         self.sim = backend.privileged
         self.track = getattr(self.sim, "track", None)
         self.end_on_collision = bool(end_on_collision)
         self.collision_penalty = float(collision_penalty)
-        self.privileged_state = bool(privileged_state and self.sim is not None)
         if self.track is not None:     # off_track: outer tyre face within LANE_MARGIN of a wall
             self._lane = self.track.half_width - self.sim.half_width - LANE_MARGIN
-        n = N_PROPRIO + (6 if self.privileged_state else 0)
-        self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+        self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=(N_PROPRIO,), dtype=np.float32)
+        self._privileged_space = gym.spaces.Box(-np.inf, np.inf, shape=(len(PRIVILEGED_LABELS),),
+                                                dtype=np.float32)
         self._action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self._last_action = np.zeros(2)
         self._reset_counters()
@@ -123,15 +131,18 @@ class CarLap(Task):
         out[2:5] = st.accel
         out[5:8] = st.gyro
         out[8:10] = self._last_action
-        if self.privileged_state:
-            self._project()
-            tr = self.track
-            herr = tr.heading_error(self._yaw, self._heading)
-            out[10] = self._lateral / tr.half_width
-            out[11] = math.sin(herr)
-            out[12] = math.cos(herr)
-            for i, ahead in enumerate(LOOKAHEAD):
-                out[13 + i] = tr.curvature_at(self._s + ahead)
+        return out
+
+    def privileged_observation(self) -> np.ndarray:
+        self._project()
+        tr = self.track
+        herr = tr.heading_error(self._yaw, self._heading)
+        out = np.empty(len(PRIVILEGED_LABELS), dtype=np.float32)
+        out[0] = self._lateral / tr.half_width
+        out[1] = math.sin(herr)
+        out[2] = math.cos(herr)
+        for i, ahead in enumerate(LOOKAHEAD):
+            out[3 + i] = tr.curvature_at(self._s + ahead)
         return out
 
     # -------------------------------------------------------------------------- evaluate
@@ -203,10 +214,14 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                  image_size: tuple[int, int] = (84, 84), end_on_collision: bool = False,
                  port: str | None = None, camera: str | None = None, reward_source=None,
                  render_mode: str | None = None, collision_penalty: float = 0.0,
-                 privileged_state: bool | None = None, **backend_kwargs) -> RobotEnv:
-    """Build a CarLap env. `privileged_state` (sim only) appends track-relative entries
-    (lateral offset, heading error, curvature ahead) to `state`; default: on for `obs="state"`,
-    off for pixels/both so those policies see only what a real car measures."""
+                 privileged_obs: bool = False, **backend_kwargs) -> RobotEnv:
+    """Build a CarLap env. `privileged_obs=True` (sim only) adds the `privileged` observation:
+    the track-relative entries (lateral offset, heading error, curvature ahead) a real car
+    cannot measure (module docstring)."""
+    if "privileged_state" in backend_kwargs:
+        raise ConfigError("privileged_state was replaced: the track entries are no longer in `state` "
+                          "(hardware cannot measure them); pass privileged_obs=True to get them as "
+                          "obs['privileged'] in sim, e.g. for an asymmetric critic (privileged='critic')")
     check_choice("backend", backend, ("sim", "real"))
     check_obs_mode(obs)
     hz = check_control_hz(control_hz, max_hz=250.0)
@@ -232,24 +247,26 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
 
         be = make_car_sim_backend(image_size=tuple(image_size), camera="front", control_hz=hz,
                                   **backend_kwargs)
-        if privileged_state is None:
-            privileged_state = obs == "state"
     else:
         if reward_source is None:
             raise ConfigError("backend='real' has no privileged track position: pass "
                               "reward_source=... (e.g. a success classifier) for reward and success")
         if port is None:
             raise ConfigError("backend='real' needs port=... (the car's serial port, e.g. /dev/ttyUSB0)")
-        if privileged_state:
-            raise ConfigError("privileged_state=True needs backend='sim' (no track position on hardware)")
+        if privileged_obs:
+            raise ConfigError("privileged_obs=True needs backend='sim' (no track position on hardware); "
+                              "train with privileged='critic' so the policy runs without it")
+        if isinstance(camera, dict) and set(camera) != {"front"}:
+            raise ConfigError(f"camera names {sorted(camera)}: the car has one camera, 'front' "
+                              "(the name its sim-trained policies know)")
         from robolearn.drivers.real import make_car_backend
 
         be = make_car_backend(port=port, camera=camera, image_size=tuple(image_size), **backend_kwargs)
-        privileged_state = False
     task = CarLap(be, control_hz=hz, end_on_collision=end_on_collision,
-                  collision_penalty=collision_penalty, privileged_state=bool(privileged_state))
+                  collision_penalty=collision_penalty)
     try:
-        return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source)
+        return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source,
+                        privileged_obs=privileged_obs)
     except Exception:
         be.close()
         raise
