@@ -70,6 +70,7 @@ def run(args) -> int:
         if ft.reality:
             emulator = F.start_emulator(cfg, run_dir / "logs" / "emulator.log")
             cfg.env_kwargs.update(emulator.env_kwargs())
+            ft.truth_url = emulator.truth_url
             print(f"emulated robot: {emulator.describe()}", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away

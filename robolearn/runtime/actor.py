@@ -412,8 +412,13 @@ class Actor:
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.training import make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
-                    cfg.sim_params)
+    env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+                   cfg.sim_params)
+    if cfg.finetune is not None and cfg.finetune.truth_url:  # emulated robot: truth for reports
+        from robolearn.drivers.truth import TruthOracle
+
+        env = TruthOracle(env, cfg.finetune.truth_url)
+    return env
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

@@ -86,6 +86,7 @@ class FinetuneConfig:
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     record: bool = True              # every actor episode to RUN/episodes (crash-safe)
     reality: str = ""                # start an emulator with this reality file (tests, benches)
+    truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
 

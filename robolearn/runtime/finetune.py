@@ -304,10 +304,51 @@ def control_hz(cfg) -> float:
 
 
 def make_robot_env(cfg):
-    """The robot's env as the actor makes it (backend and port from [env_kwargs])."""
-    from robolearn.policies.training import make_env
+    """The robot's env exactly as the actor makes it (backend and port from [env_kwargs])."""
+    from robolearn.runtime.actor import _make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+    return _make_env(cfg)
+
+
+class EmulatedRobotSession:
+    """`robolearn emulate` in its own process for a session: port, cameras, truth, calibration."""
+
+    def __init__(self, cfg, log_path: Path):
+        from robolearn.drivers.emulation import start_emulator
+
+        kind = "car" if "Car" in cfg.env else "arm"
+        self.cfg, self.kind = cfg, kind
+        self.robot = start_emulator(kind, reality=cfg.finetune.reality, cameras=True,
+                                    seed=cfg.seed, subprocess=True)
+
+    def env_kwargs(self) -> dict:
+        kw = {"backend": "real", "port": self.robot.port}
+        if self.kind == "arm":  # the emulator shares this machine's cores: allow it 100 ms a reply
+            kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.1)
+        if self.cfg.obs in ("pixels", "both") or self.cfg.env_kwargs.get("perception"):
+            names = self.cfg.env_kwargs.get("camera") or self.cfg.finetune.sim_env_kwargs.get("camera")
+            names = [names] if isinstance(names, str) else list(names or self.robot.camera_urls)
+            missing = [n for n in names if n not in self.robot.camera_urls]
+            if missing:
+                raise ConfigError(f"the emulated robot has cameras {sorted(self.robot.camera_urls)}, "
+                                  f"not {missing}")
+            kw["camera"] = {n: self.robot.camera_urls[n] for n in names}
+        return kw
+
+    @property
+    def truth_url(self) -> str:
+        return self.robot.truth_url or ""
+
+    def describe(self) -> str:
+        return (f"{self.kind} on {self.robot.port}, reality {self.cfg.finetune.reality}, "
+                f"cameras {self.robot.camera_urls}, truth {self.robot.truth_url}")
+
+    def stop(self) -> None:
+        self.robot.close()
+
+
+def start_emulator(cfg, log_path: Path) -> EmulatedRobotSession:
+    return EmulatedRobotSession(cfg, log_path)
 
 
 def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
