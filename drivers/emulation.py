@@ -27,6 +27,8 @@ from robolearn.drivers.mjpeg_server import MjpegServer
 from robolearn.drivers.reality import CameraReality, Reality, load_reality
 from robolearn.errors import ConfigError, DeviceError
 
+TRUTH_ROUTE = "/truth.json"
+
 
 def model_cameras(model) -> tuple[str, ...]:
     """Named cameras of a MuJoCo model (the sim's camera keys)."""
@@ -42,7 +44,8 @@ class CameraStreamer:
         self.names = tuple(names) if names is not None else model_cameras(model)
         if not self.names:
             raise ConfigError("the emulated robot's model has no named camera to stream")
-        self.server = MjpegServer(self.names, host=host, port=port, quality=cfg.quality)
+        self.server = MjpegServer(self.names, host=host, port=port, quality=cfg.quality,
+                                  json_routes={TRUTH_ROUTE: self.truth})
         self.frames = 0
         self.error: Exception | None = None
         self._stop = threading.Event()
@@ -52,6 +55,22 @@ class CameraStreamer:
     @property
     def urls(self) -> dict[str, str]:
         return self.server.urls()
+
+    @property
+    def truth_url(self) -> str:
+        return f"http://{self.server.host}:{self.server.port}{TRUTH_ROUTE}"
+
+    def truth(self) -> dict:
+        """The plant's true poses (every named body and site), as a motion-capture system in a
+        lab would give them: for session reports only, never for a learner or a policy."""
+        m, d = self.model, self.data
+        with self.lock:
+            bodies = {m.body(i).name: [*map(float, d.xpos[i]), *map(float, d.xquat[i])]
+                      for i in range(m.nbody) if m.body(i).name}
+            sites = {m.site(i).name: list(map(float, d.site_xpos[i]))
+                     for i in range(m.nsite) if m.site(i).name}
+            t = float(d.time)
+        return {"time": t, "bodies": bodies, "sites": sites}
 
     def _run(self):
         import mujoco
@@ -143,6 +162,7 @@ class EmulatedRobot:
     kind: str
     port: str
     camera_urls: dict = field(default_factory=dict)
+    truth_url: str | None = None      # the plant's true poses (reports only; see CameraStreamer.truth)
     reality: Reality | None = None
     emulator: object = None           # in-process: the ArmEmulator / CarEmulator
     streamer: CameraStreamer | None = None
@@ -200,6 +220,7 @@ def start_emulator(kind: str, reality=None, cameras: bool = True, seed: int = 0,
         emu.dev.close()
         raise
     return EmulatedRobot(kind=kind, port=emu.path, camera_urls=streamer.urls if streamer else {},
+                         truth_url=streamer.truth_url if streamer else None,
                          reality=r, emulator=emu, streamer=streamer)
 
 
@@ -231,4 +252,5 @@ def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> Emu
                           f"{(err or '').strip()[-500:]}")
     info = json.loads(lines[1])
     return EmulatedRobot(kind=kind, port=lines[0], camera_urls=info.get("cameras", {}),
+                         truth_url=info.get("truth"),
                          reality=load_reality(reality), process=p)

@@ -31,8 +31,10 @@ class _Stream:
 class MjpegServer:
     """Serve named MJPEG streams at http://HOST:PORT/NAME.mjpg (and a still at /NAME.jpg)."""
 
-    def __init__(self, names, host: str = "127.0.0.1", port: int = 0, quality: int = 90):
+    def __init__(self, names, host: str = "127.0.0.1", port: int = 0, quality: int = 90,
+                 json_routes: dict | None = None):
         names = tuple(names)
+        self.json_routes = dict(json_routes or {})  # "/truth.json" -> callable returning a dict
         if not names:
             raise ConfigError("MjpegServer needs at least one stream name")
         if not 1 <= int(quality) <= 100:
@@ -51,6 +53,10 @@ class MjpegServer:
                 pass
 
             def do_GET(self):
+                route = server.json_routes.get(self.path)
+                if route is not None:
+                    server._serve_json(self, route)
+                    return
                 name, _, kind = self.path.lstrip("/").partition(".")
                 if name not in server._streams or kind not in ("mjpg", "jpg"):
                     self.send_error(404, f"no stream {self.path}; have "
@@ -118,6 +124,20 @@ class MjpegServer:
             if self._stalled or s.seq <= seen:
                 return None, seen
             return s.jpeg, s.seq
+
+    def _serve_json(self, h, route) -> None:
+        import json
+
+        try:
+            body = json.dumps(route()).encode()
+        except Exception as exc:  # noqa: BLE001 - report it to the client, keep serving
+            h.send_error(500, f"{type(exc).__name__}: {exc}")
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
 
     def _serve_still(self, h, name: str) -> None:
         s = self._streams[name]

@@ -265,20 +265,26 @@ def collect_scripted(env: gym.Env, episodes: int, seed: int = 0) -> dict:
     from robolearn.tasks.scripted import make_scripted
 
     ctrl = make_scripted(env)
+    return collect_rollouts(env, ctrl.act, episodes, seed=seed, on_reset=ctrl.reset)
+
+
+def collect_rollouts(env: gym.Env, act, episodes: int, seed: int = 0, on_reset=None) -> dict:
+    """Roll out `act(obs) -> action` for `episodes` episodes into a transitions dict."""
     keys = list(env.observation_space.spaces)
     obs_l: dict[str, list] = {k: [] for k in keys}
     nxt_l: dict[str, list] = {k: [] for k in keys}
-    act, rew, term, trunc = [], [], [], []
+    act_l, rew, term, trunc = [], [], [], []
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + 20_000 + ep)
-        ctrl.reset()
+        if on_reset is not None:
+            on_reset()
         while True:
-            a = np.clip(np.asarray(ctrl.act(obs), dtype=np.float32), -1.0, 1.0)
+            a = np.clip(np.asarray(act(obs), dtype=np.float32), -1.0, 1.0)
             nxt, r, te, tr, _ = env.step(a)
             for k in keys:
                 obs_l[k].append(obs[k])
                 nxt_l[k].append(nxt[k])
-            act.append(a)
+            act_l.append(a)
             rew.append(r)
             term.append(te)
             trunc.append(tr)
@@ -287,7 +293,7 @@ def collect_scripted(env: gym.Env, episodes: int, seed: int = 0) -> dict:
                 break
     return {"obs": {k: np.stack(v) for k, v in obs_l.items()},
             "next_obs": {k: np.stack(v) for k, v in nxt_l.items()},
-            "action": np.stack(act).astype(np.float32), "reward": np.asarray(rew, np.float32),
+            "action": np.stack(act_l).astype(np.float32), "reward": np.asarray(rew, np.float32),
             "terminated": np.asarray(term, bool), "truncated": np.asarray(trunc, bool)}
 
 

@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "teleop": ("robolearn.commands.teleop", "drive an env live from an input device"),
     "record": ("robolearn.commands.record", "record teleoperated demonstration episodes to a dataset"),
     "dataset": ("robolearn.commands.dataset", "inspect, view or export a recorded dataset"),
+    "finetune": ("robolearn.commands.finetune", "fine-tune a sim-pretrained policy on the robot: eval, learn, record, report"),
     "export": ("robolearn.commands.export", "export a trained policy to ONNX or TorchScript for the robot"),
     "calibrate-sim": ("robolearn.commands.calibrate_sim",
                       "fit sim physics to episodes recorded on hardware; writes sim_params.toml"),

@@ -277,6 +277,11 @@ class Actor:
 
             env = attach_human_labels(_make_env(cfg), cfg.actor.intervene or "keyboard")
         self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
+        if self.acfg.record:  # outermost: sees the applied (possibly human) actions and all info
+            from robolearn.data.recording import RecordingWrapper
+
+            self.env = RecordingWrapper(self.env, self.acfg.record, env_id=cfg.env,
+                                        device=f"policy:{actor_id}", obs_mode=cfg.obs)
         self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
                                              self.env.action_space)
         # two agents: one acting, one being loaded by the link thread (double buffering)
@@ -415,8 +420,13 @@ def _make_env(cfg: LaunchConfig):
     from robolearn.rewards.serving import actor_env_kwargs
 
     kwargs = actor_env_kwargs(cfg.env_kwargs, cfg.reward)  # [reward]: in the loop, or a placeholder
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, kwargs, cfg.reality_gap,
-                    cfg.sim_params)
+    env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, kwargs, cfg.reality_gap,
+                   cfg.sim_params)
+    if cfg.finetune is not None and cfg.finetune.truth_url:  # emulated robot: truth for reports
+        from robolearn.drivers.truth import TruthOracle
+
+        env = TruthOracle(env, cfg.finetune.truth_url)
+    return env
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

@@ -67,6 +67,28 @@ class ActorConfig:
     threads: int = 1                 # torch threads of the actor
     max_message_bytes: int = 64 << 20
     intervene: str | None = None     # teleop device a human may take over with (robolearn.teleop)
+    record: str = ""                 # dataset folder: every episode recorded, crash-safe ("": off)
+
+
+WARM_STARTS = ("wsrl", "rlpd", "none")
+LOADS = ("agent", "policy")
+
+
+@dataclass
+class FinetuneConfig:
+    """[finetune]: carry a sim-pretrained policy to the robot (read by `robolearn finetune`)."""
+
+    checkpoint: str = ""             # run folder of the sim-pretrained policy (robolearn train)
+    load: str = "agent"              # agent: actor, critics, temperature | policy: actor only
+    warm_start: str = "wsrl"         # wsrl | rlpd | none (see docs/finetune.md)
+    warmup_episodes: int = 5         # WSRL: pretrained-policy episodes before the first update
+    prior_data: str = ""             # RLPD: sim:N (pretrained policy in the sim twin), DIR, .npz, scripted:N
+    zero_shot_episodes: int = 10     # deterministic episodes of the pretrained policy, before
+    final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
+    record: bool = True              # every actor episode to RUN/episodes (crash-safe)
+    reality: str = ""                # start an emulator with this reality file (tests, benches)
+    truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
+    sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
 
 @dataclass
@@ -85,6 +107,7 @@ class LaunchConfig:
     reward: dict = field(default_factory=dict)  # [reward] table (robolearn.rewards.serving.RewardConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
+    finetune: FinetuneConfig | None = None  # [finetune] table: a `robolearn finetune` session
 
     def run_dir(self) -> Path:
         if self.out:
@@ -124,6 +147,18 @@ class LaunchConfig:
             from robolearn.rewards.serving import reward_config
 
             reward_config(self.reward, "[reward]")
+        if self.finetune is not None:
+            ft = self.finetune
+            if ft.warm_start not in WARM_STARTS:
+                raise ConfigError(f"finetune.warm_start={ft.warm_start!r}: choose one of "
+                                  f"{', '.join(WARM_STARTS)}")
+            if ft.load not in LOADS:
+                raise ConfigError(f"finetune.load={ft.load!r}: choose one of {', '.join(LOADS)}")
+            for name in ("warmup_episodes", "zero_shot_episodes", "final_episodes"):
+                _int_at_least(ft, name, 0, "finetune.")
+            if ft.warm_start == "rlpd" and not ft.prior_data:
+                raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
+                                  "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")
         if lc.host not in ("127.0.0.1", "localhost") and not self.keys:
             raise ConfigError(f"learner.host={lc.host!r} exposes the learner beyond this machine "
                               "without encryption; set keys = DIR (from `robolearn keygen DIR`) "
@@ -143,10 +178,11 @@ def _build(cls, data: Any, where: str):
     known = {f.name for f in dataclasses.fields(cls)}
     check_keys(data, known, where)
     kwargs = dict(data)
-    for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig)):
+    for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig),
+                      ("finetune", FinetuneConfig)):
         if name in known and name in kwargs:
             kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
-    for name in ("env_kwargs", "agent", "reality_gap", "reward"):
+    for name in ("env_kwargs", "agent", "reality_gap", "reward", "sim_env_kwargs"):
         if name in kwargs and not isinstance(kwargs[name], dict):
             raise ConfigError(f"{where}: {name} must be a table")
     return cls(**kwargs)

@@ -64,6 +64,10 @@ class Learner:
         self.dir = Path(run_dir) if run_dir else cfg.run_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.stop_event = stop or threading.Event()
+        if env is None and cfg.finetune is not None:  # never open the robot from the learner
+            from robolearn.runtime.finetune import make_sim_twin
+
+            env = make_sim_twin(cfg)
         self.env = env if env is not None else _make_env(cfg)
         self.fingerprint = M.env_fingerprint(cfg.env, self.env.observation_space,
                                              self.env.action_space)
@@ -106,6 +110,12 @@ class Learner:
         # [reward] where = "learner": label transitions here, as they arrive, before replay
         self.labeler = learner_labeler(cfg.reward, self.env.observation_space)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
+        self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
+        self.finetune_info: dict | None = None
+        if cfg.finetune is not None:
+            from robolearn.runtime.finetune import prepare_learner
+
+            self.finetune_info = prepare_learner(self)
         self.session = uuid.uuid4().hex[:12]
         self.actors: dict[bytes, ActorRecord] = {}
         self.env_steps = 0
@@ -322,6 +332,7 @@ class Learner:
         upd_mark, t_mark = self.agent.num_updates, time.monotonic()
         total = self.lcfg.total_env_steps
         reason = "stopped"
+        last_pub = (-1, 0.0)  # (updates, time) of the last idle re-publish
         try:
             while not self.stop_event.is_set():
                 due = self.updates_due()
@@ -330,6 +341,11 @@ class Learner:
                 if due > 0:
                     self.train_slice(due)
                 now = time.monotonic()
+                if self.republish_s and (self.agent.num_updates != last_pub[0]
+                                         or now - last_pub[1] >= self.republish_s):
+                    if self.agent.num_updates == last_pub[0] or last_pub[0] < 0:
+                        self.publish()  # warm-up / restart: (re)connecting actors get weights
+                    last_pub = (self.agent.num_updates, now)
                 if now - last_metrics >= self.lcfg.metrics_every_s:
                     self.check_actors()
                     ups = (self.agent.num_updates - upd_mark) / max(now - t_mark, 1e-9)
@@ -438,6 +454,7 @@ class Learner:
             "eval_curve": self.eval_curve + ([(self.env_steps, self.last_eval["success_rate"])]
                                              if self.last_eval else []),
             "checkpoint": str(ckpt), "refused": self.refused,
+            **({"finetune": self.finetune_info} if self.finetune_info else {}),
             "data_endpoint": self.sockets.data_endpoint,
             "weights_endpoint": self.sockets.weights_endpoint,
         }

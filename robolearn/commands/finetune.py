@@ -1,0 +1,193 @@
+"""`robolearn finetune LAUNCH.toml`: carry a sim-pretrained policy to the robot and fine-tune it.
+
+One session: (emulator, when the launch file names a reality) -> zero-shot evaluation of the
+pretrained policy on the robot -> learner + actor processes (the learner starts from the
+pretrained checkpoint with the chosen warm start; the actor records every episode) -> final
+evaluation of the fine-tuned policy on the robot -> session_report.json/.png. A learner that
+dies is restarted from the session's last checkpoint while the actor holds the robot; Ctrl-C
+stops both, which checkpoints the learner and commits the episode in progress.
+"""
+from __future__ import annotations
+
+HELP = ("Fine-tune a sim-pretrained policy on the robot (or the emulated robot): zero-shot eval, "
+        "learner + recording actor, final eval, session report. See docs/finetune.md.")
+
+LEARNER_RESTARTS = 3
+GRACE_S = 20.0
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("launch", help="launch TOML with a [finetune] table "
+                                       "(e.g. launch/finetune_arm_reach_real.toml)")
+    parser.add_argument("--out", help="run folder (overrides out)")
+    parser.add_argument("--steps", type=int, help="robot env steps to fine-tune for "
+                                                   "(overrides learner.total_env_steps)")
+    parser.add_argument("--checkpoint", help="sim-pretrained run folder (overrides finetune.checkpoint)")
+    parser.add_argument("--reality", help="emulate the robot with this reality file "
+                                          "(overrides finetune.reality)")
+    parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+
+
+def run(args) -> int:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from robolearn.commands.launch import _last_metrics, _stop
+    from robolearn.configs import dump_toml
+    from robolearn.errors import ConfigError
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.config import load_launch, to_dict
+    from robolearn.runtime.transport import endpoint, free_port
+
+    cfg = load_launch(args.launch)
+    if cfg.finetune is None:
+        raise ConfigError(f"{args.launch} has no [finetune] table: a fine-tuning session needs at "
+                          "least finetune.checkpoint (see launch/finetune_arm_reach_real.toml)")
+    ft = cfg.finetune
+    if args.out:
+        cfg.out = args.out
+    if args.steps is not None:
+        cfg.learner.total_env_steps = args.steps
+    if args.checkpoint:
+        ft.checkpoint = args.checkpoint
+    if args.reality:
+        ft.reality = args.reality
+    F.resolve_agent(cfg)
+    run_dir = cfg.run_dir()
+    if (run_dir / "session_report.json").exists():
+        raise ConfigError(f"{run_dir} already holds a finished session; choose another --out "
+                          "(nothing was deleted)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "logs").mkdir(exist_ok=True)
+
+    emulator = None
+    try:
+        if ft.reality:
+            emulator = F.start_emulator(cfg, run_dir / "logs" / "emulator.log")
+            cfg.env_kwargs.update(emulator.env_kwargs())
+            ft.truth_url = emulator.truth_url
+            print(f"emulated robot: {emulator.describe()}", flush=True)
+        # the actor records, holds still until the pretrained weights arrive, and pauses
+        # (holds the robot) while the learner is away
+        cfg.actor.random_until_weights = False
+        cfg.actor.on_learner_lost = "pause"
+        if ft.record:
+            cfg.actor.record = str(run_dir / "episodes")
+        cfg.learner.eval_episodes = 0  # evaluation happens on the robot, below
+        if not cfg.learner.checkpoint_every:
+            cfg.learner.checkpoint_every = 500
+        lc = cfg.learner
+        lc.port = lc.port or free_port(lc.host)
+        lc.weights_port = lc.weights_port or free_port(lc.host)
+        while lc.weights_port == lc.port:
+            lc.weights_port = free_port(lc.host)
+        resolved = run_dir / "finetune_launch.toml"
+        resolved.write_text(dump_toml(to_dict(cfg)))
+        hz = F.control_hz(cfg)
+        report_extra = {"launch": str(args.launch), "warm_start": ft.warm_start, "load": ft.load,
+                        "checkpoint": ft.checkpoint, "reality": ft.reality or None,
+                        "budget_env_steps": lc.total_env_steps,
+                        "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
+
+        if ft.zero_shot_episodes:
+            print(f"zero-shot: {ft.zero_shot_episodes} episodes of the pretrained policy on the robot",
+                  flush=True)
+            report_extra["zero_shot"] = F.evaluate_checkpoint(cfg, ft.checkpoint, ft.zero_shot_episodes)
+            print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
+
+        stopping = {"signal": None}
+        old = {s: signal.signal(s, lambda signum, frame: stopping.__setitem__("signal", signum))
+               for s in (signal.SIGINT, signal.SIGTERM)}
+        base = [sys.executable, "-m", "robolearn.cli"]
+        logs = run_dir / "logs"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        files, restarts = [], 0
+
+        def start(name, cmd):
+            f = open(logs / f"{name}.log", "a")
+            files.append(f)
+            p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                 env=env)
+            print(f"started {name} pid {p.pid} (log {logs / (name + '.log')})", flush=True)
+            return p
+
+        learner_cmd = base + ["learner", str(resolved), "--out", str(run_dir)]
+        actor_cmd = base + ["actor", str(resolved), "--id", "robot0", "--out", str(run_dir)]
+        learner = start("learner", learner_cmd)
+        time.sleep(0.2)
+        actor = start("actor", actor_cmd)
+        last_print = time.monotonic()
+        failed: dict[str, int] = {}
+        try:
+            while True:
+                if stopping["signal"] is not None:
+                    print("stopping: learner checkpoints, actor commits the episode in progress",
+                          flush=True)
+                    _stop([actor, learner], grace=GRACE_S)
+                    break
+                rc = learner.poll()
+                if rc is not None and rc != 0:
+                    if restarts >= LEARNER_RESTARTS:
+                        failed["learner"] = rc
+                        _stop([actor], grace=GRACE_S)
+                        break
+                    restarts += 1
+                    print(f"learner exited with code {rc}: the actor holds the robot; restarting "
+                          f"the learner from the session's last checkpoint ({restarts}/"
+                          f"{LEARNER_RESTARTS})", flush=True)
+                    learner = start("learner", learner_cmd)
+                elif rc == 0:  # budget reached: the actor is told to stop by the learner
+                    try:
+                        actor.wait(timeout=GRACE_S)
+                    except subprocess.TimeoutExpired:
+                        _stop([actor], grace=5.0)
+                    break
+                if actor.poll() is not None:
+                    if actor.returncode != 0:
+                        failed["actor"] = actor.returncode
+                    print(f"actor exited with code {actor.returncode}: stopping the learner", flush=True)
+                    _stop([learner], grace=600.0)
+                    break
+                if not args.quiet and time.monotonic() - last_print > 10:
+                    last_print = time.monotonic()
+                    m = _last_metrics(run_dir / "metrics.jsonl")
+                    if m:
+                        print(f"robot steps {m.get('env_steps')} ({m.get('env_steps', 0) / hz / 60:.1f} "
+                              f"robot-min)  updates {m.get('updates')}  train success "
+                              f"{m.get('train_success_rate')}", flush=True)
+                time.sleep(0.1)
+        finally:
+            _stop([p for p in (learner, actor) if p.poll() is None], grace=5.0)
+            for f in files:
+                f.close()
+            for s, h in old.items():
+                signal.signal(s, h)
+        report_extra["learner_restarts"] = restarts
+        report_extra["failed"] = failed
+        report_extra["stopped_by_signal"] = stopping["signal"]
+        if stopping["signal"] is None and not failed and ft.final_episodes:
+            print(f"final: {ft.final_episodes} episodes of the fine-tuned policy on the robot", flush=True)
+            report_extra["final"] = F.evaluate_checkpoint(cfg, run_dir, ft.final_episodes)
+            print(f"final: {json.dumps(report_extra['final'])}", flush=True)
+        summary = run_dir / "summary.json"
+        if summary.exists():
+            report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
+                                               if k in ("env_steps", "updates", "wall_s", "finetune",
+                                                        "exit_reason", "utd")}
+        report = F.session_report(run_dir, hz, report_extra)
+    finally:
+        if emulator is not None:
+            emulator.stop()
+    print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
+    print(json.dumps({k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
+                                                 "interventions", "resets", "learner_restarts")}),
+          flush=True)
+    if failed:
+        print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
+        return 1
+    return 130 if stopping["signal"] is not None else 0

@@ -1,0 +1,159 @@
+"""`robolearn finetune`: a session from a pretrained checkpoint, and its faults (learner killed,
+Ctrl-C) — each must keep the robot held, the recording whole, and the session resumable."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from robolearn.data.dataset import Dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args, **kw):
+    return [sys.executable, "-m", "robolearn.cli", *args]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pre") / "reach"
+    subprocess.run(_cli("train", "--env", "robolearn/ArmReach-v0", "--algo", "sac", "--steps", "300",
+                        "--out", str(out), "--eval-episodes", "1", "--no-video"),
+                   check=True, cwd=ROOT, capture_output=True, timeout=300)
+    return out
+
+
+def _launch(tmp_path, pretrained, steps=400, **ft) -> Path:
+    extra = "\n".join(f"{k} = {json.dumps(v)}" for k, v in ft.items())
+    path = tmp_path / "ft.toml"
+    path.write_text(f"""
+env = "robolearn/ArmReach-v0"
+algo = "sac"
+out = "{tmp_path / 'session'}"
+[learner]
+port = 0
+weights_port = 0
+total_env_steps = {steps}
+checkpoint_every = 50
+[actor]
+loop_hz = 100
+learner_timeout_s = 1.0
+realtime = false
+[finetune]
+checkpoint = "{pretrained}"
+warmup_episodes = 1
+zero_shot_episodes = 2
+final_episodes = 2
+{extra}
+""")
+    return path
+
+
+def _episodes_ok(root: Path) -> int:
+    ds = Dataset(root)
+    for i in range(len(ds)):
+        ep = ds.episode(i)
+        assert ep.steps > 0
+    return len(ds)
+
+
+def test_session_runs_and_reports(tmp_path, pretrained):
+    launch = _launch(tmp_path, pretrained, steps=200)
+    r = subprocess.run(_cli("finetune", str(launch), "--quiet"), cwd=ROOT, capture_output=True,
+                       text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "session"
+    rep = json.loads((run / "session_report.json").read_text())
+    assert rep["zero_shot"]["episodes"] == 2 and rep["final"]["episodes"] == 2
+    assert rep["warm_start"] == "wsrl" and rep["learner_summary"]["finetune"]["warmup_steps"] == 50
+    assert rep["episodes"] == _episodes_ok(run / "episodes") >= 3
+    assert (run / "session_report.png").stat().st_size > 1000
+    assert rep["budget_robot_minutes"] == pytest.approx(200 / 10 / 60, abs=0.01)
+    # never a random action on the robot: the first episode acted with the pretrained policy
+    actor = json.loads((run / "actor_robot0.json").read_text())
+    assert actor["weights_received"] >= 1
+
+
+def test_learner_killed_actor_holds_and_session_resumes(tmp_path, pretrained):
+    launch = _launch(tmp_path, pretrained, steps=400)
+    p = subprocess.Popen(_cli("finetune", str(launch)), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    out, learner_pid = [], None
+    deadline = time.monotonic() + 300
+    run = tmp_path / "session"
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        out.append(line)
+        m = re.search(r"started learner pid (\d+)", line)
+        if m:
+            learner_pid = int(m.group(1))
+        if learner_pid and (run / "checkpoints" / "latest.json").exists():
+            break
+    assert learner_pid, "".join(out)
+    os.kill(learner_pid, signal.SIGKILL)
+    rest, _ = p.communicate(timeout=400)
+    text = "".join(out) + rest
+    assert p.returncode == 0, text
+    assert "restarting the learner from the session's last checkpoint" in text
+    rep = json.loads((run / "session_report.json").read_text())
+    assert rep["learner_restarts"] == 1
+    assert "resumed_at_env_step" in rep["learner_summary"]["finetune"]
+    assert rep["learner_summary"]["env_steps"] >= 400
+    actor = json.loads((run / "actor_robot0.json").read_text())
+    assert actor["paused_ticks"] > 0          # held the robot while the learner was away
+    assert actor["reconnects"] >= 1
+    assert rep["episodes"] == _episodes_ok(run / "episodes")
+
+
+def test_ctrl_c_leaves_checkpoint_and_complete_dataset(tmp_path, pretrained):
+    launch = _launch(tmp_path, pretrained, steps=100_000)
+    p = subprocess.Popen(_cli("finetune", str(launch)), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    run = tmp_path / "session"
+    deadline = time.monotonic() + 300
+    out = []
+    while time.monotonic() < deadline:
+        out.append(p.stdout.readline())
+        if (run / "episodes" / "episode_000002").exists() and (run / "checkpoints" / "latest.json").exists():
+            break
+    p.send_signal(signal.SIGINT)
+    rest, _ = p.communicate(timeout=120)
+    text = "".join(out) + rest
+    assert p.returncode == 130, text
+    assert (run / "checkpoints" / "latest.json").exists()
+    assert not list((run / "episodes").glob(".tmp-*"))
+    n = _episodes_ok(run / "episodes")
+    rep = json.loads((run / "session_report.json").read_text())
+    assert rep["episodes"] == n >= 3 and rep["stopped_by_signal"] == signal.SIGINT
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["exit_reason"] == "stopped"
+
+
+def test_bad_launch_files(tmp_path, pretrained):
+    from robolearn.errors import ConfigError
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.config import config_from_dict, load_launch
+
+    with pytest.raises(ConfigError, match="warm_start"):
+        config_from_dict({"finetune": {"checkpoint": "x", "warm_start": "magic"}})
+    with pytest.raises(ConfigError, match="prior_data"):
+        config_from_dict({"finetune": {"checkpoint": "x", "warm_start": "rlpd"}})
+    cfg = load_launch(_launch(tmp_path, pretrained))
+    cfg.algo = "redq"
+    with pytest.raises(ConfigError, match="networks must match"):
+        F.resolve_agent(cfg)
+    cfg = load_launch(_launch(tmp_path, tmp_path / "nope"))
+    from robolearn.errors import DatasetError
+    with pytest.raises(DatasetError, match="not found"):
+        F.resolve_agent(cfg)
+    r = subprocess.run(_cli("finetune", str(ROOT / "launch/sim_arm_reach_async.toml")), cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no [finetune] table" in r.stderr
