@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml
 setup-bench: $(VENV)/.robolearn-bench-installed
 
 $(VENV)/.robolearn-bench-installed: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,export]'
 	@touch $@
 
 demo: setup
-	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo
+	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo --overwrite
 
 # the suite covers the SB3 comparison too, so it installs the benchmark-only extra
 test: setup-bench

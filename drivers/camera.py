@@ -5,8 +5,10 @@ buffered frame and blocks until the next one, so calling it from the control loo
 the policy stale images and stall the loop. The thread drains the device continuously; `read`
 returns the newest frame (RGB, resized/cropped to `image_size`) with the time it was grabbed.
 When the device drops out (USB hiccup, network stream gone, end of a video file) the thread
-releases it and reopens it with back-off; `read` raises `DeviceError` only when no new frame
-arrived for `stale_after` seconds.
+releases it and reopens it with back-off; `read` raises `CameraError` (a `DeviceError`) only
+when no new frame arrived for `stale_after` seconds. Network streams are opened through FFmpeg
+with open/read timeouts, so an unreachable URL or a stream that stops sending is reported
+within about a second instead of blocking the capture thread forever.
 
 Sources: an int (device index, /dev/videoN), a URL (rtsp://, http://...), or a video file
 (played at its own frame rate, looping: a stand-in for a live camera in tests and demos).
@@ -20,12 +22,20 @@ import time
 import cv2
 import numpy as np
 
-from robolearn.errors import ConfigError, DeviceError
+from robolearn.errors import CameraError, ConfigError, DeviceError
 from robolearn.robot import Frame
 
 
 def _is_file(source) -> bool:
     return isinstance(source, (str, os.PathLike)) and "://" not in str(source)
+
+
+def _is_url(source) -> bool:
+    return isinstance(source, str) and "://" in source
+
+#: FFmpeg open / read timeouts for network streams (ms): a dead camera fails, never hangs
+OPEN_TIMEOUT_MS = 1500
+READ_TIMEOUT_MS = 1000
 
 
 def prepare(image_bgr: np.ndarray, size: tuple[int, int], crop) -> np.ndarray:
@@ -76,6 +86,7 @@ class OpenCVCamera:
         self.reconnect_delay = float(reconnect_delay)
         self.fps = fps
         self.reconnects = 0
+        self.open_failures = 0
         self.frames = 0
         self.last_error: str | None = None
         self._latest: Frame | None = None
@@ -89,10 +100,18 @@ class OpenCVCamera:
         if _is_file(self.source) and not os.path.exists(self.source):
             self.last_error = f"video file {self.source} does not exist"
             return None
-        cap = cv2.VideoCapture(self.source)
+        if _is_url(self.source):
+            cap = cv2.VideoCapture(self.source, cv2.CAP_FFMPEG,
+                                   [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, OPEN_TIMEOUT_MS,
+                                    cv2.CAP_PROP_READ_TIMEOUT_MSEC, READ_TIMEOUT_MS])
+        else:
+            cap = cv2.VideoCapture(self.source)
         if not cap.isOpened():
             cap.release()
             self.last_error = f"cv2.VideoCapture({self.source!r}) could not open the source"
+            with self._cond:
+                self.open_failures += 1
+                self._cond.notify_all()
             return None
         return cap
 
@@ -141,18 +160,26 @@ class OpenCVCamera:
     # ------------------------------------------------------------------ Camera protocol
     def read(self) -> Frame:
         if self._stop.is_set():
-            raise DeviceError(f"camera {self.name!r} is closed")
+            raise CameraError(f"camera {self.name!r} is closed")
         with self._cond:
             if self._latest is None:
-                self._cond.wait_for(lambda: self._latest is not None, timeout=self.first_frame_timeout)
+                # a network source that refused the connection will not start later on its
+                # own: report it now rather than after the whole first-frame timeout
+                give_up = (lambda: self.open_failures > 0) if _is_url(self.source) else (lambda: False)
+                self._cond.wait_for(lambda: self._latest is not None or give_up(),
+                                    timeout=self.first_frame_timeout)
             frame = self._latest
+        if frame is None and _is_url(self.source) and self.open_failures:
+            raise CameraError(f"camera {self.name!r}: could not connect to {self.source!r} "
+                              f"({self.last_error}). Check the URL (host, port, stream name) and "
+                              "that the camera / `robolearn emulate --camera-port` is running.")
         if frame is None:
-            raise DeviceError(f"camera {self.name!r} ({self.source!r}) gave no frame within "
+            raise CameraError(f"camera {self.name!r} ({self.source!r}) gave no frame within "
                               f"{self.first_frame_timeout:.1f} s: {self.last_error}. Check the "
                               "device index / URL / file path and that no other program holds it.")
         age = time.monotonic() - frame.stamp
         if age > self.stale_after:
-            raise DeviceError(f"camera {self.name!r} ({self.source!r}): newest frame is "
+            raise CameraError(f"camera {self.name!r} ({self.source!r}): newest frame is "
                               f"{age:.2f} s old (limit {self.stale_after:.2f} s), reconnecting: "
                               f"{self.last_error}")
         return frame

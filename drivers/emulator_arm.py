@@ -195,7 +195,8 @@ class ArmEmulator(EmulatorThreads):
         t_next = time.monotonic()
         while not self._stop.is_set():
             try:
-                q, dq, load = self.plant.step(self.goal.copy(), self.torque.copy(), self.physics_dt)
+                with self.physics_lock:
+                    q, dq, load = self.plant.step(self.goal.copy(), self.torque.copy(), self.physics_dt)
             except Exception as exc:  # noqa: BLE001 - a crashed device goes silent, loudly
                 self.error = exc
                 self.faults.silent_ids |= set(self.ids)

@@ -170,9 +170,10 @@ class CarEmulator(EmulatorThreads):
                 throttle = float(np.clip(cmd.throttle_permille / cp.THROTTLE_SCALE, -1.0, 1.0))
             self.applied = (steer, throttle)
             try:
-                self.plant.command(steer, throttle)
-                self.plant.advance(dt)
-                st = self.plant.read()
+                with self.physics_lock:
+                    self.plant.command(steer, throttle)
+                    self.plant.advance(dt)
+                    st = self.plant.read()
             except Exception as exc:  # noqa: BLE001 - a crashed controller goes silent, loudly
                 self.error = exc
                 return

@@ -147,13 +147,16 @@ class EmulatorThreads:
 
     Subclasses set `self.dev`, `self.plant` and `self.name`, and list their loops in
     `start()`. A loop that dies stores its exception in `self.error`; `close()` re-raises it so
-    a test never passes on an emulator that silently stopped simulating.
+    a test never passes on an emulator that silently stopped simulating. The physics loop
+    holds `physics_lock` while it steps the plant, so a camera renderer can copy a consistent
+    state.
     """
 
     name = "emulator"
 
     def _init_threads(self) -> None:
         self.error: Exception | None = None
+        self.physics_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 

@@ -28,6 +28,7 @@ class ConvEncoder(nn.Module):
                  filters: int = 32, layers: int = 4):
         super().__init__()
         h, w, c = image_shape
+        self.image_shape = (h, w, c)  # (H, W, C) of the uint8 camera frames it reads
         convs: list[nn.Module] = [nn.Conv2d(c, filters, 3, stride=2), nn.ReLU()]
         for _ in range(layers - 1):
             convs += [nn.Conv2d(filters, filters, 3, stride=1), nn.ReLU()]

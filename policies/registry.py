@@ -72,9 +72,15 @@ def make_agent(algo: str, observation_space, action_space, seed: int = 0, **over
 
 
 def agent_from_state(state: dict, observation_space, action_space) -> Agent:
-    """Rebuild an Agent from `Agent.state_dict()` (config included) and load it."""
+    """Rebuild an Agent from `Agent.state_dict()` (config included) and load it. For an
+    asymmetric-critic agent (privileged="critic") and a space without `privileged` (the robot's),
+    only the policy is loaded: that agent acts but does not train."""
     cfg = dict(state["config"])
     algo = cfg.pop("algo")
     agent = make_agent(algo, observation_space, action_space, seed=int(state.get("seed", 0)), **cfg)
-    agent.load_state_dict(state)
+    if agent.can_learn:
+        agent.load_state_dict(state)
+    else:
+        agent.load_policy_state({f"{part}.{k}": v for part in ("actor", "encoder", "obs_norm")
+                                 for k, v in state.get(part, {}).items()})
     return agent

@@ -390,7 +390,6 @@ class Agent:
             "critic_opt": self.critic_opt.state_dict(),
             "rng": self.generator.get_state(),
             "act_rng": self.act_generator.get_state(),
-            "privileged_dim": self.privileged_dim,
         }
         if self.critic_target is not None:
             d["critic_target"] = self.critic_target.state_dict()

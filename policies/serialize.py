@@ -59,8 +59,13 @@ def save_state(path: str | os.PathLike, tree: Any) -> None:
 
     tensors, skeleton = flatten_state(tree)
     tmp = f"{path}.tmp"
-    save_file(tensors, tmp, metadata={_META_KEY: json.dumps(skeleton)})
-    os.replace(tmp, path)
+    try:
+        save_file(tensors, tmp, metadata={_META_KEY: json.dumps(skeleton)})
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_state(path: str | os.PathLike) -> Any:

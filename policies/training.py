@@ -24,6 +24,8 @@ import math
 import os
 import random
 import shutil
+import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +41,9 @@ from robolearn.policies import evaluation
 from robolearn.policies.serialize import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
+EVAL_VIDEO_EPISODES = 3  # episodes in a finished run's eval.mp4 (docs/training.md says so)
 LATEST = "latest.json"
-# what a run writes into its folder (a new run replaces a finished one's)
+# what a run writes into its folder (a new run refuses to start over them unless overwrite=True)
 RUN_FILES = ("config.json", "metrics.jsonl", "tb", CHECKPOINTS, "summary.json", "learning_curve.png",
              "eval.mp4", "eval_strip.png")
 
@@ -73,7 +76,9 @@ class TrainConfig:
     env_kwargs: dict = field(default_factory=dict)
     agent: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table: robolearn.sim.randomization
+    sim_params: str | None = None       # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
+    overwrite: bool = False             # a new run may replace an earlier run in `out`
 
     def run_dir(self) -> Path:
         if self.out:
@@ -132,12 +137,14 @@ class DictObs(gym.ObservationWrapper):
 
 def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
              max_episode_steps: int | None = None, env_kwargs: dict | None = None,
-             reality_gap: dict | None = None) -> gym.Env:
+             reality_gap: dict | None = None, sim_params: str | None = None) -> gym.Env:
     """gymnasium.make with a clear error for unknown IDs; robolearn envs get `obs=`;
-    a non-empty `reality_gap` table wraps the env with domain randomization / latency / jitter."""
-    from robolearn.env import registered_ids
+    `sim_params` (a calibrate-sim TOML) sets the sim's fitted physics; a non-empty
+    `reality_gap` table wraps the env with domain randomization / latency / jitter."""
+    from robolearn.env import registered_ids, resolve_env_id
 
     ours = registered_ids()
+    env_id = resolve_env_id(env_id)  # "module:EnvId-v0" imports module first, as gymnasium does
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -170,6 +177,14 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
     if not (np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)):
         # learners emit [-1, 1]; map it onto the env's bounds (robolearn envs already are [-1, 1])
         env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    if sim_params:
+        from robolearn.sim.sysid import apply_sim_params, load_sim_params
+
+        try:
+            env = apply_sim_params(env, load_sim_params(sim_params))
+        except BaseException:
+            env.close()
+            raise
     if reality_gap:
         from robolearn.sim.randomization import RealityGapConfig, apply_reality_gap
 
@@ -198,13 +213,17 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
                            "(robolearn record), an .npz of transitions, or scripted:N")
     if path.is_dir():
         try:
-            from robolearn.data.dataset import load_transitions
+            from robolearn.data.dataset import Dataset, check_compatible, load_transitions
         except ImportError as exc:
             raise DatasetError(f"cannot read dataset folder {path}: robolearn.data.dataset is not "
                                f"available ({exc}); pass an .npz of transitions instead") from None
         # only the keys this env/learner uses (a dataset recorded with cameras can train a
         # state-only learner)
-        return load_transitions(path, keys=list(env.observation_space.spaces))
+        keys = list(env.observation_space.spaces)
+        spec = env.unwrapped.spec or env.spec
+        check_compatible(Dataset(path), spec.id if spec else None, env.observation_space,
+                         env.action_space, keys)
+        return load_transitions(path, keys=keys)
     if path.suffix != ".npz":
         raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
     return load_npz_transitions(path)
@@ -212,10 +231,18 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
 
 def load_npz_transitions(path: Path) -> dict:
     """An .npz with obs_<key>, next_obs_<key>, action, reward, terminated, truncated."""
+    arrays, key = {}, None
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:  # truncated zip, pickled object arrays, ...
+            for key in z.files:
+                arrays[key] = z[key]
+    except ValueError as exc:
+        if "pickle" in str(exc):  # never offer to unpickle: a demo file must not run code
+            raise DatasetError(f"demos {path}: array {key!r} holds Python objects (pickled); robolearn "
+                               "reads only plain numeric/bool arrays - save them with "
+                               "np.savez(path, obs_state=np.asarray(x, np.float32), ...)") from None
+        raise DatasetError(f"cannot read demos {path}: {exc}") from None
+    except Exception as exc:  # truncated zip, not an npz, ...
         raise DatasetError(f"cannot read demos {path}: {exc}") from None
     need = ("action", "reward", "terminated", "truncated")
     missing = [k for k in need if k not in arrays]
@@ -314,7 +341,8 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+                            cfg.sim_params)
         from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
         self.env = maybe_intervene(self.env, cfg.intervene)
         overrides = dict(cfg.agent)
@@ -377,7 +405,8 @@ class Trainer:
     def eval_env(self) -> gym.Env:
         if self._eval_env is None:
             c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap)
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap,
+                                      c.sim_params)
         return self._eval_env
 
     def policy(self, obs: dict) -> np.ndarray:
@@ -388,24 +417,18 @@ class Trainer:
         """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
         Returns the summary (also written to summary.json when the run completes)."""
         cfg = self.cfg
-        if self.env_steps == 0 and self._resumed_from is None and (
-                (self.dir / "metrics.jsonl").exists() or (self.dir / CHECKPOINTS).exists()):
-            if not (self.dir / "summary.json").exists():
-                raise ConfigError(f"run folder {self.dir} holds an unfinished run: continue it with "
-                                  f"`robolearn train --resume {self.dir}`, or pick another --out")
-            # a finished run is replaced (so `make demo` can be run again)
-            print(f"replacing the finished run in {self.dir}")
-            for name in RUN_FILES:
-                p = self.dir / name
-                if p.is_dir():
-                    shutil.rmtree(p)
-                else:
-                    p.unlink(missing_ok=True)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not (self.dir / "config.json").exists():
-            self._write_json("config.json", {"train": dataclasses.asdict(cfg),
-                                             "agent": _config_dict(self.agent.config)})
-        self._open_logs()
+        if self.env_steps == 0 and self._resumed_from is None:
+            self._clear_earlier_run()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if not (self.dir / "config.json").exists():
+                self._write_json("config.json", {"train": dataclasses.asdict(cfg),
+                                                 "agent": _config_dict(self.agent.config)})
+            self._open_logs()
+        except OSError as exc:
+            self._close_logs()
+            raise ConfigError(f"cannot write the run folder {self.dir} ({exc.strerror or exc}): "
+                              "pick a writable --out") from None
         ac = self.agent.config
         utd, bs = int(ac.utd), int(ac.batch_size)
         learning_starts = int(getattr(ac, "learning_starts", 0))
@@ -418,8 +441,10 @@ class Trainer:
         upd_time, upd_count = 0.0, 0
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
+        self._interrupted = None
+        old_handlers = self._catch_stop_signals()
         try:
-            while self.env_steps < target:
+            while self.env_steps < target and self._interrupted is None:
                 obs = self._obs
                 if self.env_steps < learning_starts:
                     action = self.rng.uniform(a_low, a_high).astype(np.float32)
@@ -479,6 +504,11 @@ class Trainer:
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
                     self._obs, _ = self.env.reset()
                 bar.update(1)
+            if self._interrupted is not None:  # Ctrl-C / SIGTERM: keep what was learned
+                bar.close()
+                self.wall_before += time.perf_counter() - t0
+                self.save_checkpoint()
+                return self._finish_interrupted()
             if self.env_steps < cfg.steps:  # stopped early on request
                 self.wall_before += time.perf_counter() - t0
                 return {"env_steps": self.env_steps, "updates": self.updates}
@@ -488,8 +518,63 @@ class Trainer:
             self.save_checkpoint(final=True)
             return self._finish()
         finally:
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
             bar.close()
             self._close_logs()
+
+    def _catch_stop_signals(self) -> dict:
+        """SIGINT/SIGTERM end the loop at the next env step (then a checkpoint and the summary
+        are written); a second signal aborts at once. Only the main thread may install them."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum, frame):
+            if self._interrupted is not None:
+                raise KeyboardInterrupt
+            self._interrupted = signal.Signals(signum).name
+            print(f"\n{self._interrupted}: stopping at env step {self.env_steps}, saving a checkpoint "
+                  "(send it again to abort without saving)", file=sys.stderr, flush=True)
+
+        return {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _finish_interrupted(self) -> dict:
+        """summary.json of a run stopped by a signal: where it stopped and how to go on."""
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
+            "interrupted": True, "signal": self._interrupted,
+            "env_steps": self.env_steps, "steps": self.cfg.steps, "updates": self.updates,
+            "episodes": self.episodes, "wall_s": round(self.wall_before, 3),
+            "eval_return": self.last_eval["return"] if self.last_eval else None,
+            "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
+            "checkpoint": str(find_checkpoint(self.dir)),
+            "resume": f"robolearn train --resume {self.dir}",
+        }
+        self._write_json("summary.json", summary)
+        return summary
+
+    def _clear_earlier_run(self) -> None:
+        """A run folder is never wiped unless the user said so (`--overwrite`): checkpoints,
+        metrics and TensorBoard logs of an earlier run are results."""
+        found = [name for name in RUN_FILES if (self.dir / name).exists()]
+        if not found:
+            return
+        if not self.cfg.overwrite:
+            finished = (self.dir / "summary.json").exists()
+            raise ConfigError(
+                f"run folder {self.dir} already holds a{' finished' if finished else 'n unfinished'} run "
+                f"({', '.join(found)}): pick another --out, "
+                + ("" if finished else f"continue it with `robolearn train --resume {self.dir}`, ")
+                + "or pass --overwrite to delete it and start again")
+        print(f"--overwrite: deleting the earlier run in {self.dir}")
+        for name in found:
+            p = self.dir / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
 
     def _update(self, batch) -> dict:
         try:
@@ -562,9 +647,7 @@ class Trainer:
                 self._writer.add_scalar(f"{kind}/{k}", float(v), rec["step"])
 
     def _write_json(self, name: str, obj: dict) -> None:
-        tmp = self.dir / (name + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2))
-        os.replace(tmp, self.dir / name)
+        write_json_atomic(self.dir / name, obj, indent=2)
 
     # ------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, final: bool = False) -> Path:
@@ -598,7 +681,7 @@ class Trainer:
                video: bool | None = None) -> "Trainer":
         """Rebuild a run from its latest checkpoint; `steps` may extend the total budget."""
         ckpt = find_checkpoint(run_dir)
-        state = json.loads((ckpt / "trainer.json").read_text())
+        state = read_json_file(ckpt / "trainer.json")
         train = dict(state["train"])
         train["out"] = str(Path(run_dir))
         if steps is not None:
@@ -627,9 +710,7 @@ class Trainer:
         self.rng.bit_generator.state = _unjson_rng(rng["loop"])
         np.random.set_state(_unjson_rng(rng["numpy_global"]))
         _set_py_random_state(rng["python"])
-        from safetensors.torch import load_file
-
-        torch.set_rng_state(load_file(str(ckpt / "torch_rng.safetensors"))["torch_rng"])
+        torch.set_rng_state(read_tensors_file(ckpt / "torch_rng.safetensors")["torch_rng"])
         # The checkpoint was taken at an episode boundary just before reset(): seed the env
         # once (the first reset must be seeded in gymnasium), then restore its RNG and reset
         # so the next episode is the one the uninterrupted run would have started.
@@ -663,7 +744,7 @@ class Trainer:
         if self.cfg.video:
             try:
                 path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
-                                            episodes=3, seed=self.cfg.seed)
+                                            episodes=EVAL_VIDEO_EPISODES, seed=self.cfg.seed)
                 summary["video"] = path.name
             except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
                 # a renderer-less env... must not throw away a finished run; say why instead
@@ -701,29 +782,76 @@ def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: di
     async learner so `robolearn eval` and resume read one layout."""
     from safetensors.torch import save_file
 
-    root.mkdir(parents=True, exist_ok=True)
     name = f"step_{env_steps:09d}"
     final, tmp = root / name, root / (name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_state(tmp / "agent.safetensors", agent.state_dict())
-    save_file({k: v.detach().cpu().contiguous() for k, v in agent.policy_state().items()},
-              str(tmp / "policy.safetensors"))
-    for sub, buffer in buffers.items():
-        if buffer is not None:
-            buffer.save(tmp / sub)
-    if write_extra is not None:
-        write_extra(tmp)
-    (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
     ptr = root / (LATEST + ".tmp")
-    ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
-    os.replace(ptr, root / LATEST)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_state(tmp / "agent.safetensors", agent.state_dict())
+        save_file({k: v.detach().cpu().contiguous() for k, v in agent.policy_state().items()},
+                  str(tmp / "policy.safetensors"))
+        for sub, buffer in buffers.items():
+            if buffer is not None:
+                buffer.save(tmp / sub)
+        if write_extra is not None:
+            write_extra(tmp)
+        (tmp / "trainer.json").write_text(json.dumps(state, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
+        os.replace(ptr, root / LATEST)
+    except OSError as exc:  # disk full, read-only, quota: keep the previous checkpoint intact
+        shutil.rmtree(tmp, ignore_errors=True)
+        ptr.unlink(missing_ok=True)
+        try:
+            prev = str(find_checkpoint(root))
+        except DatasetError:
+            prev = None
+        kept = (f"the previous checkpoint {prev} is kept (continue from it with `robolearn train "
+                f"--resume {root.parent}`)" if prev else "there is no earlier checkpoint")
+        raise DatasetError(f"cannot write checkpoint {final} ({exc.strerror or exc}): free disk "
+                           f"space or pick a writable folder; {kept}") from None
     for old in root.glob("step_*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def write_json_atomic(path: Path, obj: Any, indent: int | None = None) -> None:
+    """Write a JSON file via a temp file + rename; the temp file never outlives a failure."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=indent))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file of a run/checkpoint; a truncated or corrupt one is a DatasetError naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise DatasetError(f"{path} is missing: the checkpoint is incomplete") from None
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path} is truncated or corrupt ({exc}); restore it from a copy or "
+                           "use an earlier run") from None
+
+
+def read_tensors_file(path: Path) -> dict:
+    """A safetensors file of a checkpoint; a truncated or corrupt one is a DatasetError naming it."""
+    from safetensors.torch import load_file
+
+    if not Path(path).is_file():
+        raise DatasetError(f"{path} is missing: the checkpoint is incomplete")
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+        raise DatasetError(f"{path} is truncated or corrupt ({exc}); restore it from a copy or "
+                           "use an earlier run") from None
 
 
 def find_checkpoint(path: str | Path) -> Path:
@@ -731,8 +859,10 @@ def find_checkpoint(path: str | Path) -> Path:
     p = Path(path)
     for root in (p / CHECKPOINTS, p):
         if (root / LATEST).is_file():
-            name = json.loads((root / LATEST).read_text())["checkpoint"]
-            return root / name
+            ptr = read_json_file(root / LATEST)
+            if not isinstance(ptr, dict) or not isinstance(ptr.get("checkpoint"), str):
+                raise DatasetError(f"{root / LATEST} is truncated or corrupt (no 'checkpoint' entry)")
+            return root / ptr["checkpoint"]
     if (p / "trainer.json").is_file():
         return p
     raise DatasetError(f"no checkpoint in {p}: pass a run folder written by `robolearn train` "
@@ -796,30 +926,26 @@ def train(cfg: TrainConfig) -> dict:
         trainer.close()
 
 
-def load_policy(checkpoint: str | Path, render_mode: str | None = None,
-                env_kwargs: dict | None = None):
-    """(act_fn, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
+def load_agent(checkpoint: str | Path, render_mode: str | None = None,
+               env_kwargs: dict | None = None):
+    """(agent, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
     and loads only the policy weights (`policy.safetensors`), as an actor would.
 
     `env_kwargs` override the training env's options, e.g. {"backend": "real", "port": ...} to
     run a sim-trained policy on hardware. The `privileged` observation is dropped unless the
     policy's actor reads it (privileged="actor_and_critic", a sim-only study mode)."""
-    from safetensors.torch import load_file
-
     from robolearn.policies.registry import make_agent
 
     ckpt = find_checkpoint(checkpoint)
-    try:
-        state = json.loads((ckpt / "trainer.json").read_text())
-        weights = load_file(str(ckpt / "policy.safetensors"))
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
+    state = read_json_file(ckpt / "trainer.json")
+    weights = read_tensors_file(ckpt / "policy.safetensors")
     cfg = config_from_dict(state["train"], source=f"checkpoint {ckpt}")
     torch.set_num_threads(cfg.threads)
     kwargs = {**cfg.env_kwargs, **(env_kwargs or {})}
     if state["agent_overrides"].get("privileged") != "actor_and_critic" and not (env_kwargs or {}).get("privileged_obs"):
         kwargs.pop("privileged_obs", None)  # acting never needs it: runs where it does not exist
-    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap)
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap,
+                   cfg.sim_params)
     try:
         agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
                            **state["agent_overrides"])
@@ -827,4 +953,11 @@ def load_policy(checkpoint: str | Path, render_mode: str | None = None,
     except BaseException:
         env.close()
         raise
+    return agent, env, cfg
+
+
+def load_policy(checkpoint: str | Path, render_mode: str | None = None,
+                env_kwargs: dict | None = None):
+    """(act_fn, env, TrainConfig): the deterministic policy of a run folder (see load_agent)."""
+    agent, env, cfg = load_agent(checkpoint, render_mode, env_kwargs)
     return (lambda obs: agent.act(obs, deterministic=True)), env, cfg

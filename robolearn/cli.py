@@ -19,7 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "algos": ("robolearn.commands.algos", "list registered learning algorithms, one per line"),
     "train": ("robolearn.commands.train", "train a policy: --env ID --algo NAME, or a launch TOML"),
     "eval": ("robolearn.commands.eval", "re-evaluate a checkpoint; optional video"),
-    "bench": ("robolearn.commands.bench", "benchmarks: sim | learners | loop | drivers"),
+    "bench": ("robolearn.commands.bench", "benchmarks: sim | learners | loop | drivers | sim2real"),
     "actor": ("robolearn.commands.actor", "run an actor process (env + fixed-rate loop) from a launch TOML"),
     "learner": ("robolearn.commands.learner", "run a learner process from a launch TOML"),
     "launch": ("robolearn.commands.launch", "start learner + actor(s) from a launch TOML; Ctrl-C stops all"),
@@ -29,6 +29,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "record": ("robolearn.commands.record", "record teleoperated demonstration episodes to a dataset"),
     "perception": ("robolearn.commands.perception", "pretrain a frozen object localiser on randomised sim renders"),
     "dataset": ("robolearn.commands.dataset", "inspect, view or export a recorded dataset"),
+    "export": ("robolearn.commands.export", "export a trained policy to ONNX or TorchScript for the robot"),
+    "calibrate-sim": ("robolearn.commands.calibrate_sim",
+                      "fit sim physics to episodes recorded on hardware; writes sim_params.toml"),
 }
 
 

@@ -29,6 +29,9 @@ def read_toml(path: str | Path, what: str = "launch file", example: str = "launc
     if not path.is_file():
         raise ConfigError(f"{what} {path} not found (see {example} for examples)")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}); TOML files must be UTF-8: re-save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{what} {path}: not valid TOML ({exc})") from None

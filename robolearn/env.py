@@ -235,6 +235,24 @@ def register_all() -> None:
         module.register()
 
 
+def resolve_env_id(env_id: str) -> str:
+    """Gymnasium's `module:EnvId-v0` syntax: import `module` (which registers its envs) and
+    return the plain ID; a plain ID is returned as it is."""
+    if ":" not in env_id:
+        return env_id
+    import importlib
+
+    from robolearn.errors import ConfigError
+
+    module, _, plain = env_id.partition(":")
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"env {env_id!r}: cannot import module {module!r} ({exc}); install it "
+                          "or put it on PYTHONPATH") from None
+    return plain
+
+
 def registered_ids() -> list[str]:
     """Env IDs in the `robolearn/` namespace, sorted."""
     register_all()

@@ -29,6 +29,10 @@ class DeviceDisconnectedError(DeviceError):
     """The device went away mid-run (cable unplugged, port vanished)."""
 
 
+class CameraError(DeviceError):
+    """A camera that cannot be opened, sends no frames, or stopped sending them."""
+
+
 class SafetyError(RobolearnError, RuntimeError):
     """The safety supervisor refused a command or tripped the e-stop."""
 

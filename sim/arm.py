@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 
 from robolearn.errors import ConfigError, InvalidActionError, SafetyError  # noqa: E402
 from robolearn.robot import ArmSpec, ArmState, Backend, Frame  # noqa: E402
+from robolearn.sim.camera import new_renderer  # noqa: E402
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
 ARM_XML = os.path.join(ASSET_DIR, "arm.xml")
@@ -222,9 +223,11 @@ class ArmSim:
         return q[a:a + 3].copy(), q[a + 3:a + 7].copy()
 
     def set_target_marker(self, pos, visible: bool = True) -> None:
-        """Move the goal marker (visual only) and show/hide it in renders."""
+        """Move the goal marker (visual only) and show/hide it in renders. Kinematics are
+        recomputed at once so the next render (frame 0 after a reset) shows the new goal."""
         self.data.mocap_pos[self._target_mocap] = pos
         self.model.geom_rgba[self.model.geom("target").id, 3] = 0.5 if visible else 0.0
+        mujoco.mj_kinematics(self.model, self.data)
 
     def set_cube_visible(self, visible: bool) -> None:
         """Show or hide the cube in renders (tasks without the cube park it out of the way)."""
@@ -250,7 +253,7 @@ class ArmSim:
             g = self.model.vis.global_
             g.offheight = max(g.offheight, key[0])
             g.offwidth = max(g.offwidth, key[1])
-            r = mujoco.Renderer(self.model, *key)
+            r = new_renderer(self.model, *key)
             self._renderers[key] = r
         r.update_scene(self.data, camera=camera, scene_option=self._scene_option)
         return r.render()

@@ -2,15 +2,49 @@
 
 The GL context is created on the first `read()`, so envs that never look at pixels never pay
 for one, and `close()` releases it (a `mujoco.Renderer` left to the garbage collector at exit
-prints EGL errors).
+prints EGL errors). `new_renderer` is how every sim module makes one: the renderers still open
+at interpreter exit are closed by an `atexit` hook while their GL context still exists, so a
+script that never calls `env.close()` exits without EGL tracebacks either.
 """
 from __future__ import annotations
+
+import atexit
+import weakref
 
 import mujoco
 import numpy as np
 
 from robolearn.errors import ConfigError
 from robolearn.robot import Frame
+
+
+_LIVE: "weakref.WeakSet[mujoco.Renderer]" = weakref.WeakSet()
+
+
+_HOOKED = False
+
+
+def new_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
+    """A `mujoco.Renderer` that is closed at interpreter exit if nobody closed it before."""
+    global _HOOKED
+    r = mujoco.Renderer(model, height, width)
+    _LIVE.add(r)
+    if not _HOOKED:
+        # registered after the first GL context exists, i.e. after mujoco.egl registers its own
+        # eglTerminate: atexit runs hooks last-in first-out, so ours runs while EGL still works
+        atexit.register(close_all_renderers)
+        _HOOKED = True
+    return r
+
+
+def close_all_renderers() -> None:
+    """Release every renderer still open (atexit runs before the GL/EGL modules are torn down)."""
+    for r in list(_LIVE):
+        try:
+            r.close()
+        except Exception:  # noqa: BLE001 - exiting anyway; never print at exit
+            pass
+    _LIVE.clear()
 
 
 class SimCamera:
@@ -37,7 +71,7 @@ class SimCamera:
 
     def read(self) -> Frame:
         if self._renderer is None:
-            self._renderer = mujoco.Renderer(self.model, self.shape[0], self.shape[1])
+            self._renderer = new_renderer(self.model, self.shape[0], self.shape[1])
             # shadow maps carry state from the previous frame (EGL, MuJoCo 3.17): with them the
             # same sim state can render differently, which breaks seeded determinism
             self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = self.shadows

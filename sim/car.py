@@ -17,7 +17,7 @@ import numpy as np
 
 from robolearn.errors import ConfigError, InvalidActionError
 from robolearn.robot import Backend, CarSpec, CarState
-from robolearn.sim.camera import SimCamera
+from robolearn.sim.camera import SimCamera, new_renderer
 from robolearn.sim.track import Track
 
 ASSET = Path(__file__).with_name("assets") / "car.xml"
@@ -212,7 +212,7 @@ class CarSim:
         r = self._renderers.get(key)
         fresh = r is None
         if fresh:
-            r = self._renderers[key] = mujoco.Renderer(self.model, *key)
+            r = self._renderers[key] = new_renderer(self.model, *key)
         x, y, yaw = self.pose()
         cam = self._render_cam
         cam.type = mujoco.mjtCamera.mjCAMERA_FREE

@@ -215,10 +215,8 @@ class DomainRandomization(gym.Wrapper):
         self.config = config
         self.sim = require_sim(env, "domain randomization")
         m = self.sim.model
-        self._fields = ("body_mass", "body_inertia", "geom_friction", "actuator_gainprm",
-                        "actuator_biasprm", "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse")
-        self.nominal = {name: getattr(m, name).copy() for name in self._fields}
-        self.nominal["headlight_diffuse"] = m.vis.headlight.diffuse.copy()
+        self._fields = MODEL_FIELDS
+        self.nominal = nominal_model_values(m)
         self._scratch = mujoco.MjData(m)
         self._seed = seed
         self._rng: np.random.Generator | None = None
@@ -272,44 +270,72 @@ class DomainRandomization(gym.Wrapper):
         return values
 
     def _apply(self, v: dict[str, np.ndarray]) -> None:
-        m, nom = self.sim.model, self.nominal
-        if "mass_scale" in v:
-            m.body_mass[:] = nom["body_mass"] * v["mass_scale"]
-            m.body_inertia[:] = nom["body_inertia"] * v["mass_scale"][:, None]
-        if "friction_scale" in v:
-            m.geom_friction[:, 0] = nom["geom_friction"][:, 0] * v["friction_scale"]
-        if "actuator_gain_scale" in v:
-            s = v["actuator_gain_scale"]
-            m.actuator_gainprm[:, 0] = nom["actuator_gainprm"][:, 0] * s
-            m.actuator_biasprm[:, 1:3] = nom["actuator_biasprm"][:, 1:3] * s[:, None]
-        if "joint_damping_scale" in v or "joint_damping_add" in v:
-            damping = nom["dof_damping"] * v.get("joint_damping_scale", 1.0) + v.get("joint_damping_add", 0.0)
-            m.dof_damping[:] = damping
-        if "camera_pos_add" in v:
-            m.cam_pos[:] = nom["cam_pos"] + v["camera_pos_add"]
-        if "camera_rot_deg" in v:
-            for i in range(m.ncam):
-                dq = np.zeros(4)
-                mujoco.mju_axisAngle2Quat(dq, v["camera_rot_axis"][i], math.radians(v["camera_rot_deg"][i]))
-                q = np.zeros(4)
-                mujoco.mju_mulQuat(q, nom["cam_quat"][i], dq)  # rotate in the camera's own frame
-                m.cam_quat[i] = q / np.linalg.norm(q)
-        if "light_pos_add" in v:
-            m.light_pos[:] = nom["light_pos"] + v["light_pos_add"]
-        if "light_diffuse_scale" in v:
-            s = v["light_diffuse_scale"]
-            m.light_diffuse[:] = nom["light_diffuse"] * s[:-1, None]
-            m.vis.headlight.diffuse[:] = nom["headlight_diffuse"] * s[-1]
+        apply_model_values(self.sim.model, self.nominal, v)
         self._set_const()
 
     def _set_const(self) -> None:
-        """`mj_setConst` recomputes derived constants (subtree masses, inverse weights, camera
-        offsets) from the new values; the simulation state is kept as it was."""
-        m, d = self.sim.model, self.sim.data
-        mujoco.mj_copyData(self._scratch, m, d)   # mj_setConst uses `d` as a work area
-        mujoco.mj_setConst(m, d)
-        mujoco.mj_copyData(d, m, self._scratch)
-        mujoco.mj_forward(m, d)
+        set_const(self.sim.model, self.sim.data, self._scratch)
+
+
+# ------------------------------------------------- parameter application (shared helpers)
+#: model arrays `apply_model_values` may write (their nominal copies come from `nominal_model_values`)
+MODEL_FIELDS = ("body_mass", "body_inertia", "geom_friction", "actuator_gainprm", "actuator_biasprm",
+                "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse")
+
+
+def nominal_model_values(m: mujoco.MjModel) -> dict[str, np.ndarray]:
+    """Copies of every array `apply_model_values` writes, to scale from (and restore)."""
+    nominal = {name: getattr(m, name).copy() for name in MODEL_FIELDS}
+    nominal["headlight_diffuse"] = m.vis.headlight.diffuse.copy()
+    return nominal
+
+
+def apply_model_values(m: mujoco.MjModel, nom: dict[str, np.ndarray], v: dict[str, np.ndarray]) -> None:
+    """Write physical/visual parameters relative to the nominal values `nom`.
+
+    `v` holds any of: mass_scale (nbody), friction_scale (ngeom), actuator_gain_scale (nu),
+    joint_damping_scale / joint_damping_add (nv), camera_pos_add (ncam, 3), camera_rot_deg
+    (ncam) with camera_rot_axis (ncam, 3), light_pos_add (nlight, 3), light_diffuse_scale
+    (nlight + 1, the last is the headlight). Used by domain randomization (sampled values),
+    the emulated reality (fixed values) and system identification (fitted values); call
+    `set_const` afterwards so derived constants follow.
+    """
+    if "mass_scale" in v:
+        m.body_mass[:] = nom["body_mass"] * v["mass_scale"]
+        m.body_inertia[:] = nom["body_inertia"] * v["mass_scale"][:, None]
+    if "friction_scale" in v:
+        m.geom_friction[:, 0] = nom["geom_friction"][:, 0] * v["friction_scale"]
+    if "actuator_gain_scale" in v:
+        s = v["actuator_gain_scale"]
+        m.actuator_gainprm[:, 0] = nom["actuator_gainprm"][:, 0] * s
+        m.actuator_biasprm[:, 1:3] = nom["actuator_biasprm"][:, 1:3] * s[:, None]
+    if "joint_damping_scale" in v or "joint_damping_add" in v:
+        m.dof_damping[:] = nom["dof_damping"] * v.get("joint_damping_scale", 1.0) + v.get("joint_damping_add", 0.0)
+    if "camera_pos_add" in v:
+        m.cam_pos[:] = nom["cam_pos"] + v["camera_pos_add"]
+    if "camera_rot_deg" in v:
+        for i in range(m.ncam):
+            dq = np.zeros(4)
+            mujoco.mju_axisAngle2Quat(dq, v["camera_rot_axis"][i], math.radians(v["camera_rot_deg"][i]))
+            q = np.zeros(4)
+            mujoco.mju_mulQuat(q, nom["cam_quat"][i], dq)  # rotate in the camera's own frame
+            m.cam_quat[i] = q / np.linalg.norm(q)
+    if "light_pos_add" in v:
+        m.light_pos[:] = nom["light_pos"] + v["light_pos_add"]
+    if "light_diffuse_scale" in v:
+        s = v["light_diffuse_scale"]
+        m.light_diffuse[:] = nom["light_diffuse"] * s[:-1, None]
+        m.vis.headlight.diffuse[:] = nom["headlight_diffuse"] * s[-1]
+
+
+def set_const(m: mujoco.MjModel, d: mujoco.MjData, scratch: mujoco.MjData | None = None) -> None:
+    """`mj_setConst` recomputes derived constants (subtree masses, inverse weights, camera
+    offsets) from new values; the simulation state in `d` is kept as it was."""
+    scratch = scratch if scratch is not None else mujoco.MjData(m)
+    mujoco.mj_copyData(scratch, m, d)   # mj_setConst uses `d` as a work area
+    mujoco.mj_setConst(m, d)
+    mujoco.mj_copyData(d, m, scratch)
+    mujoco.mj_forward(m, d)
 
 
 class ObservationNoise(gym.Wrapper):

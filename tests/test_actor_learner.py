@@ -130,9 +130,11 @@ def test_learner_killed_actor_keeps_rate_and_reconnects(tmp_path, procs):
     toml, out = write_toml(tmp_path, port=port, wport=wport)
     learner = procs.start("learner", str(toml), name="learner1")
     actor = procs.start("actor", str(toml), "--id", "a0", name="actor")
+    # the actor has trained weights before the outage (without them it holds still, issue 14)
     wait_for(lambda: any(m.get("per_actor", {}).get("a0", {}).get("transitions", 0) > 50
-                         for m in metrics(out)), 60, "actor streaming to learner 1",
-             [learner, actor])
+                         and m.get("weights_published", 0) >= 2 for m in metrics(out)), 60,
+             "actor streaming to learner 1 and weights published", [learner, actor])
+    time.sleep(0.5)
     os.killpg(learner.pid, signal.SIGKILL)
     learner.wait()
     t_kill = time.monotonic()
@@ -247,7 +249,8 @@ def test_outbox_is_bounded_and_drops_oldest(tmp_path):
 def test_actor_without_learner_continues_or_pauses(tmp_path, policy):
     from robolearn.runtime.actor import Actor
 
-    cfg = _cfg(tmp_path, on_learner_lost=policy, max_steps=0, realtime=False, outbox=50)
+    cfg = _cfg(tmp_path, on_learner_lost=policy, max_steps=0, realtime=False, outbox=50,
+               act_without_learner=True)  # else it holds still before any weights (issue 14)
     port, wport = free_port(), free_port()
     actor = Actor(cfg, "solo", f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{wport}")
     import threading

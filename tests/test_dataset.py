@@ -149,7 +149,7 @@ def test_missing_and_truncated_files_raise_dataset_error(recorded, tmp_path):
     with pytest.raises(DatasetError, match="data.npz.*truncated or corrupt"):
         Dataset(ds_path).episode(1)
     os.remove(ep1 / "data.npz")
-    with pytest.raises(DatasetError, match="data.npz: missing"):
+    with pytest.warns(UserWarning, match="data.npz: missing"):  # skipped, not fatal (issue 14)
         load_transitions(ds_path)
     ep2 = ds_path / "episode_000002"
     (ep2 / "front.mp4").write_bytes((ep2 / "front.mp4").read_bytes()[:300])

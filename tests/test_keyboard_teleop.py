@@ -142,7 +142,7 @@ def test_record_with_keyboard_in_a_pty(tmp_path):
                       "--out", str(out), "--obs", "state", "--rate", "20"])
     buf = bytearray()
     assert _read_until(fd, b"keyboard:", buf), bytes(buf)[-1500:]
-    assert _read_until(fd, b"step", buf), bytes(buf)[-1500:]
+    assert _read_until(fd, b"ready", buf), bytes(buf)[-1500:]   # waits for the operator
     for _ in range(5):
         os.write(fd, b"w")                                      # forward (+x)
         time.sleep(0.05)

@@ -152,9 +152,10 @@ def _space(env_id):
 def test_asymmetric_critic_reads_privileged_and_actor_does_not():
     obs_space, act_space = _space(ARM["lift"])
     s, p, a = 14, 13, 4
-    sym = make_agent("sac", obs_space, act_space)               # default: privileged ignored
-    asym = make_agent("sac", obs_space, act_space, privileged="critic", normalize_obs=True)
-    both = make_agent("sac", obs_space, act_space, privileged="actor_and_critic")
+    small = dict(actor_hidden=(32,), critic_hidden=(32,))
+    sym = make_agent("sac", obs_space, act_space, **small)       # default: privileged ignored
+    asym = make_agent("sac", obs_space, act_space, privileged="critic", normalize_obs=True, **small)
+    both = make_agent("sac", obs_space, act_space, privileged="actor_and_critic", **small)
     first = lambda net: next(m for m in net.modules() if hasattr(m, "weight") and m.weight.dim() >= 2)
     assert first(sym.critic.mlp).in_features == s + a and first(sym.actor.net).in_features == s
     assert first(asym.critic.mlp).in_features == s + p + a and first(asym.actor.net).in_features == s
@@ -202,6 +203,14 @@ def test_asymmetric_update_uses_privileged_batch_and_resumes():
     twin.load_state_dict(agent.state_dict())
     b = buf.sample(16)
     torch.testing.assert_close(twin.update(b)["critic_loss"], agent.update(b)["critic_loss"])
+    # the full training state rebuilds an act-only agent for a space without `privileged`
+    from robolearn.policies.registry import agent_from_state
+
+    robot_space = gym.spaces.Dict({"state": obs_space["state"]})
+    robot = agent_from_state(agent.state_dict(), robot_space, act_space)
+    assert not robot.can_learn
+    o = {"state": rng.normal(size=17).astype(np.float32)}
+    np.testing.assert_array_equal(robot.act(o, deterministic=True), agent.act(o, deterministic=True))
 
 
 def test_critic_mode_without_privileged_can_act_but_not_train():
@@ -355,3 +364,34 @@ def test_runtime_carries_privileged_to_learner_and_actor_never_needs_it(tmp_path
                             "learner": {"agent": {"privileged": "critic"}}})
     with pytest.raises(ConfigError, match="privileged_obs=True"):
         Learner(cfg)
+
+
+def test_lift_rlpd_launch_file_is_a_declared_sim_only_study():
+    """launch/sim_arm_lift_rlpd.toml learns lift from state, which needs the cube pose: it asks
+    for the privileged observation in actor and critic, and says so."""
+    from pathlib import Path
+
+    from robolearn.policies.training import load_launch, make_env
+
+    path = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_rlpd.toml"
+    cfg = load_launch(path)
+    assert cfg.env_kwargs == {"privileged_obs": True} and cfg.agent["privileged"] == "actor_and_critic"
+    assert "SIM-ONLY" in path.read_text()
+    env = make_env(cfg.env, cfg.obs, env_kwargs=cfg.env_kwargs)
+    try:
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space, **cfg.agent)
+        assert agent.actor.net[0].in_features == 14 + 13             # state + cube pose
+    finally:
+        env.close()
+
+
+def test_asymmetric_run_resumes_with_privileged_replay(tmp_path):
+    run = _train(tmp_path, ARM["lift"], "critic", privileged_obs=True)
+    trainer = Trainer.resume(run, steps=180, progress=False, video=False)
+    try:
+        assert trainer.replay.spec["privileged"][0] == (13,)          # replay kept the key
+        assert trainer.agent.priv_norm is not None and float(trainer.agent.priv_norm.count) > 0
+        summary = trainer.run()
+    finally:
+        trainer.close()
+    assert summary["env_steps"] == 180

@@ -1,4 +1,5 @@
 """Training CLI smoke tests: run folder contents, eval, algos, and the user-facing errors."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -198,19 +199,22 @@ def test_interventions_store_the_human_action_and_feed_rlpd_prior(tmp_path):
     assert len(trainer.prior) == n_demo + 20  # RLPD adds human steps to the prior data
 
 
-def test_a_new_run_refuses_an_unfinished_run_and_replaces_a_finished_one(tmp_path, capsys):
+def test_a_new_run_refuses_an_earlier_run_unless_overwrite(tmp_path, capsys):
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
     trainer = Trainer(TrainConfig(env=REACH, steps=10, out=str(out), progress=False, video=False))
     with pytest.raises(ConfigError, match="--resume"):
         trainer.run()
     trainer.close()
-    # a finished run (summary.json present) is replaced: `make demo` can run twice
+    # a finished run (summary.json present) is refused too, and replaced only with overwrite=True
     (out / "summary.json").write_text("{}")
     (out / "metrics.jsonl").write_text('{"kind": "eval", "step": 999}\n')
     cfg = TrainConfig(env=REACH, steps=60, learning_starts=60, eval_every=0, eval_episodes=1, out=str(out),
                       progress=False, video=False)
-    summary = train(cfg)
+    with pytest.raises(ConfigError, match="--overwrite"):
+        train(cfg)
+    assert "999" in (out / "metrics.jsonl").read_text()
+    summary = train(dataclasses.replace(cfg, overwrite=True))
     assert summary["env_steps"] == 60
     assert "999" not in (out / "metrics.jsonl").read_text()
-    assert "replacing the finished run" in capsys.readouterr().out
+    assert "--overwrite: deleting the earlier run" in capsys.readouterr().out

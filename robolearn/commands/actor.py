@@ -14,6 +14,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", help="folder for actor_<id>.json (default: the run folder)")
     parser.add_argument("--max-steps", type=int, help="stop after N env steps (0: until the learner stops)")
     parser.add_argument("--hz", type=float, help="loop rate (overrides actor.loop_hz; 0 = unpaced)")
+    parser.add_argument("--policy", metavar="FILE",
+                        help="act with an exported policy (ONNX or TorchScript from `robolearn export`) "
+                             "and no learner: no connection is made, nothing is trained")
+    parser.add_argument("--episodes", type=int, default=0,
+                        help="with --policy: stop after N episodes (0: until --max-steps or Ctrl-C)")
     from robolearn.teleop.intervention import add_intervene_argument
     add_intervene_argument(parser)  # --intervene DEVICE (overrides actor.intervene)
 
@@ -37,6 +42,16 @@ def run(args) -> int:
     if args.intervene is not None:
         cfg.actor.intervene = args.intervene
     cfg = apply_overrides(cfg, args)
+    if args.policy:
+        from robolearn.runtime.deploy import run_exported
+
+        summary = run_exported(cfg, args.policy, max_steps=cfg.actor.max_steps or 0,
+                               episodes=args.episodes, seed=args.seed)
+        print(json.dumps(summary), flush=True)
+        if summary["exit_reason"].startswith("refused"):
+            print(f"robolearn actor: error: {summary['exit_reason']}", flush=True)
+            return 3
+        return 0
     lc = cfg.learner
     if lc.port == 0 or lc.weights_port == 0:
         raise ConfigError("learner.port/weights_port = 0 only works with `robolearn launch`; "

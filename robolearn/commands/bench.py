@@ -9,6 +9,8 @@ BENCHES = {
     "learners": "our learners vs Stable-Baselines3 SAC: return, success, updates/s (needs .[bench])",
     "loop": "actor control-loop latency/jitter with the learner idle vs training; transport throughput",
     "drivers": "servo-bus sync-read round trip against the emulator; achievable control rate",
+    "export": "latency per action of ONNX / TorchScript exports vs the torch agent; export parity",
+    "sim2real": "scripted control on sim vs emulated mild/hard reality; HTTP camera fps/latency; calibrate-sim recovery",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

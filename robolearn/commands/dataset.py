@@ -51,11 +51,16 @@ def _info(args) -> int:
     print(f"dataset:      {s['path']}")
     print(f"env:          {s['env_id']} at {s['control_hz']:g} Hz")
     print(f"episodes:     {s['episodes']}")
-    print(f"steps:        {s['steps']} ({s['duration_s']:.1f} s recorded)")
+    print(f"steps:        {s['steps']} ({s['duration_s']:.1f} s at {s['control_hz']:g} Hz; "
+          f"recorded in {s['recording_s']:.1f} s)")
     print(f"success rate: {100 * s['success_rate']:.1f}%")
     print(f"cameras:      {', '.join(s['cameras']) or '-'}")
     print(f"state keys:   {', '.join(s['state_keys']) or '-'}; action dim {s['action_dim']}")
     print(f"devices:      {', '.join(d for d in s['devices'] if d) or '-'}; intervention steps {s['interventions']}")
+    if s["unreadable"]:
+        print(f"unreadable:   {len(s['unreadable'])} episode(s) skipped by loaders:")
+        for name, why in s["unreadable"].items():
+            print(f"  {name}: {why}")
     if s["stale_tmp"]:
         print(f"unfinished:   {len(s['stale_tmp'])} interrupted episode(s) ignored ({', '.join(s['stale_tmp'])}); "
               "the next `robolearn record` into this dataset removes them")

@@ -1,7 +1,10 @@
-"""`robolearn emulate arm|car`: a device emulator on a pseudo-terminal, until Ctrl-C.
+"""`robolearn emulate arm|car [--reality FILE.toml]`: emulated hardware until Ctrl-C.
 
-Prints the device path; point a driver at it exactly as at real hardware, e.g.
-`gymnasium.make("robolearn/ArmReach-v0", backend="real", port=PATH, calibration=CAL)`.
+Prints the device path (first stdout line), then one JSON line {"cameras": {NAME: URL}} with
+the model's cameras served as MJPEG over HTTP on 127.0.0.1. Point a driver at them exactly
+as at real hardware, e.g. `gymnasium.make("robolearn/ArmReach-v0", backend="real", port=PATH,
+camera="http://127.0.0.1:PORT/front.mjpg")`. `--reality` makes the physics differ from the
+training sim (launch/reality/mild.toml, hard.toml; see drivers/reality.py).
 """
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import time
 
 from robolearn.errors import ConfigError
 
-HELP = ("start an emulated servo-bus arm or car controller on a pseudo-terminal, print its path, "
+HELP = ("start an emulated servo-bus arm or car controller on a pseudo-terminal (with --reality: "
+        "physics that differ from the training sim; cameras as MJPEG over HTTP), print its path, "
         "run until Ctrl-C (fault injection: --drop-rate, --corrupt-rate, --delay-ms, --silent-id, "
         "--unplug-after)")
 
@@ -29,6 +33,12 @@ def add_arguments(parser) -> None:
                         help="arm: mount servo horns at random offsets/directions (needs the "
                              "matching --calibration-out file to drive it)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reality", metavar="FILE.toml", default=None,
+                        help="physics/camera differences from the training sim: a TOML file with "
+                             "[arm]/[car]/[camera] tables, or mild / hard (launch/reality/)")
+    parser.add_argument("--camera-port", type=int, default=0,
+                        help="HTTP port of the MJPEG camera streams (default: a free port)")
+    parser.add_argument("--no-cameras", action="store_true", help="do not serve camera streams")
     parser.add_argument("--timeout-ms", type=int, default=None, help="car: initial failsafe timeout")
     faults = parser.add_argument_group("fault injection")
     faults.add_argument("--drop-rate", type=float, default=0.0, help="probability each sent byte is lost")
@@ -58,6 +68,8 @@ def _check(args) -> None:
         raise ConfigError("--silent-id, --calibration-out and --scrambled are for the arm emulator")
     if args.baud is not None and args.baud <= 0:
         raise ConfigError(f"--baud={args.baud}: must be positive")
+    if not 0 <= args.camera_port <= 65535:
+        raise ConfigError(f"--camera-port={args.camera_port}: a TCP port in 0..65535 (0: any free one)")
 
 
 def _interrupt(signum, frame):
@@ -71,24 +83,36 @@ def run(args) -> int:
     silent_now = set(args.silent_id) if args.silent_after is None else set()
     faults = Faults(drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
                     delay_s=args.delay_ms / 1000.0, silent_ids=silent_now, seed=args.seed)
-    if args.device == "arm":
-        from robolearn.drivers.emulator_arm import ArmEmulator, make_plant
+    import json
 
-        plant = make_plant(args.plant)
-        emu = ArmEmulator(plant=plant, mounting="scrambled" if args.scrambled else None,
-                          faults=faults, baudrate=args.baud or 1_000_000, seed=args.seed)
+    from robolearn.drivers.emulation import CameraStreamer, make_emulator, plant_model_data
+    from robolearn.drivers.reality import load_reality
+
+    reality = load_reality(args.reality)
+    if args.device == "arm":
+        emu = make_emulator("arm", reality if args.reality else None, seed=args.seed, plant=args.plant,
+                            mounting="scrambled" if args.scrambled else None, faults=faults,
+                            baudrate=args.baud or 1_000_000)
         if args.calibration_out:
             emu.calibration.save(args.calibration_out)
     else:
         from robolearn.drivers import car_protocol as cp
-        from robolearn.drivers.emulator_car import CarEmulator, make_plant
 
-        emu = CarEmulator(plant=make_plant(args.plant), faults=faults, baudrate=args.baud or 115_200,
-                          timeout_ms=args.timeout_ms or cp.DEFAULT_TIMEOUT_MS, seed=args.seed)
+        emu = make_emulator("car", reality if args.reality else None, seed=args.seed, plant=args.plant,
+                            faults=faults, baudrate=args.baud or 115_200,
+                            timeout_ms=args.timeout_ms or cp.DEFAULT_TIMEOUT_MS)
+    streamer = None
+    model, data = plant_model_data(emu)
+    if not args.no_cameras and model is not None:
+        streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port)
     emu.start()
     print(emu.path, flush=True)
-    print(f"emulating {args.device} ({type(emu.plant).__name__}) on {emu.path}; Ctrl-C to stop",
-          file=sys.stderr, flush=True)
+    print(json.dumps({"cameras": streamer.urls if streamer else {}}), flush=True)
+    print(f"emulating {args.device} ({type(emu.plant).__name__}, reality: {reality.source}) on "
+          f"{emu.path}; Ctrl-C to stop", file=sys.stderr, flush=True)
+    if streamer:
+        for name, url in streamer.urls.items():
+            print(f"camera {name}: {url}", file=sys.stderr, flush=True)
     if args.device == "arm" and args.calibration_out:
         print(f"calibration written to {args.calibration_out}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
@@ -110,5 +134,7 @@ def run(args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if streamer is not None:
+            streamer.close()
         emu.close()
     return 0

@@ -21,6 +21,23 @@ def add_arguments(parser) -> None:
     add_intervene_argument(parser)  # --intervene DEVICE: a human may take over during evaluation
 
 
+def check_writable(path: str, flag: str) -> None:
+    """Raise ConfigError naming `flag` unless a file can be created at `path`."""
+    from pathlib import Path
+
+    from robolearn.errors import ConfigError
+
+    p = Path(path)
+    probe = p.with_name(p.name + ".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); "
+                          "pick a writable path") from None
+
+
 def run(args) -> int:
     import os
 
@@ -32,6 +49,8 @@ def run(args) -> int:
 
     from robolearn.commands.train import parse_overrides
 
+    if args.video:  # before minutes of evaluation, not after
+        check_writable(args.video, "--video")
     policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None,
                                    env_kwargs=parse_overrides(args.env_option))
     from robolearn.teleop.intervention import maybe_intervene

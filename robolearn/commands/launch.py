@@ -4,7 +4,8 @@ Why separate processes (not threads): the actor's control loop must not share an
 (GIL, GC pauses) with gradient updates. The launcher picks free ports when the file says
 `port = 0`, prints the addresses, writes each child's log to RUN/logs/, stops every child on
 Ctrl-C / SIGTERM (SIGTERM to each child's process group, SIGKILL after a grace period), and
-exits non-zero if any child failed.
+exits non-zero if any child failed. Each child also asks the kernel for SIGTERM when the
+launcher dies (Linux `PR_SET_PDEATHSIG`), so even a SIGKILLed launcher leaves no orphans.
 """
 HELP = ("Start the learner and the actor(s) of a launch TOML as local processes; print their "
         "addresses; Ctrl-C stops all of them.")
@@ -41,6 +42,28 @@ def _stop(procs, grace=GRACE_S):
             except ProcessLookupError:
                 pass
             p.wait()
+
+
+def _die_with_parent(parent_pid: int):
+    """preexec_fn for the children: SIGTERM this child when the launcher dies (Linux prctl);
+    exits at once if the launcher is already gone. Elsewhere a no-op."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec():
+        import ctypes
+        import os
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the launcher died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def _last_metrics(path):
@@ -105,7 +128,8 @@ def run(args) -> int:
             f = open(logs / f"{name}.log", "w")
             files.append(f)
             procs[name] = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
-                                           start_new_session=True, env=env)
+                                           start_new_session=True, env=env,
+                                           preexec_fn=_die_with_parent(os.getpid()))
             print(f"started {name} pid {procs[name].pid} (log {logs / (name + '.log')})", flush=True)
             if name == "learner":
                 time.sleep(0.2)

@@ -33,7 +33,7 @@ def run(args) -> int:
     import numpy as np
 
     import robolearn  # noqa: F401  (registers env IDs)
-    from robolearn.env import registered_ids
+    from robolearn.env import registered_ids, resolve_env_id
     from robolearn.errors import ConfigError
     from robolearn.tasks.scripted import make_scripted
 
@@ -42,6 +42,7 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps {args.steps}: must be at least 1")
     ids = registered_ids()
+    args.env_id = resolve_env_id(args.env_id)  # gymnasium's module:EnvId-v0
     if args.env_id not in ids and args.env_id not in gym.registry:
         import difflib
 

@@ -16,7 +16,9 @@ def add_arguments(parser) -> None:
     add_device_arguments(parser)
     parser.add_argument("--episodes", type=int, default=10, help="episodes to save (discarded ones do not count)")
     parser.add_argument("--out", required=True, help="dataset directory (created, or appended to)")
-    parser.add_argument("--seed", type=int, default=0, help="reset seed of the first episode (then +1 each)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="reset seed of the first episode, then +1 each (default: 0 for a new "
+                             "dataset, after the last recorded seed when appending)")
     parser.add_argument("--obs", choices=("state", "pixels", "both"), default="both",
                         help="what to record: state vector, camera videos, or both (default)")
     parser.add_argument("--max-steps", type=int, default=None,
@@ -48,18 +50,24 @@ def run(args) -> int:
     writer = None
     try:
         hz = float(env.metadata.get("control_hz", 10.0))
-        config = {"noise": args.noise, "seed": args.seed} if args.device == "scripted" else device_config(args)
-        device = make_device(args.device, env, **config)
-        rate = args.rate if args.rate is not None else (0.0 if args.device == "scripted" else hz)
         writer = DatasetWriter(args.out, env_id=args.env_id, control_hz=hz,
                                observation_space=env.observation_space, action_space=env.action_space,
                                obs_mode=args.obs)
         readout = Readout()
+        seed = writer.next_seed() if args.seed is None else args.seed
+        repeated = sorted(set(writer.recorded_seeds()) & set(range(seed, seed + args.episodes)))
+        if repeated:
+            readout.line(f"warning: --seed {seed} repeats seed(s) already recorded in {args.out} "
+                         f"({repeated[:5]}{' ...' if len(repeated) > 5 else ''}); drop --seed to "
+                         f"continue after them (next free: {writer.next_seed()})")
+        config = {"noise": args.noise, "seed": seed} if args.device == "scripted" else device_config(args)
+        device = make_device(args.device, env, **config)
+        rate = args.rate if args.rate is not None else (0.0 if args.device == "scripted" else hz)
         readout.line(f"recording {args.episodes} episode(s) of {args.env_id} into {args.out} "
-                     f"({writer.num_episodes} already there) at "
+                     f"({writer.num_episodes} already there, seeds from {seed}) at "
                      f"{'max speed' if rate == 0 else f'{rate:g} Hz'}")
         readout.line(device.help())
-        res = record(env, device, writer, args.episodes, seed=args.seed, max_steps=args.max_steps,
+        res = record(env, device, writer, args.episodes, seed=seed, max_steps=args.max_steps,
                      rate_hz=rate, end_on_success=args.end_on_success, readout=readout)
         n = len(res.saved)
         readout.line(f"done: {n} episode(s) saved, {res.successes} successful, {res.discarded} discarded, "

@@ -26,6 +26,7 @@ FLAGS = {
     "buffer_size": (int, "replay capacity (default: --steps)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
+    "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
     "intervene": (str, "let a human take over with this teleop device (keyboard, gamepad, spacemouse, "
                        "leader, scripted); the steps they drive are flagged intervention=True"),
 }
@@ -38,10 +39,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", metavar="RUN_DIR", default=None,
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="agent option override, e.g. --set lr=1e-3 (repeatable; values parsed as TOML)")
+                        help="agent option override, e.g. --set critic_lr=1e-3 (repeatable; values parsed as TOML)")
     parser.add_argument("--privileged-obs", dest="privileged_obs", action="store_true", default=None,
                         help="sim only: add the `privileged` observation (env option privileged_obs=true) "
                              "for an asymmetric critic, e.g. with --set privileged=critic")
+    parser.add_argument("--overwrite", action="store_true", default=None,
+                        help="delete an earlier run in --out and start again (refused without it)")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
                         help="skip the evaluation video at the end")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
@@ -57,7 +60,7 @@ def parse_overrides(items: list[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set lr=3e-4")
+            raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set critic_lr=3e-4")
         try:
             out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
@@ -77,6 +80,8 @@ def run(args) -> int:
     if args.resume:
         if args.launch:
             raise ConfigError("pass either a launch file or --resume RUN_DIR, not both")
+        if args.overwrite:
+            raise ConfigError("--resume continues the run in RUN_DIR; --overwrite would delete it: pass one")
         given = {k for k in (*FLAGS, "privileged_obs") if getattr(args, k) is not None} - {"steps"}
         if given or args.set:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
@@ -94,7 +99,7 @@ def run(args) -> int:
         for k in FLAGS:
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
-        for k in ("video", "progress"):
+        for k in ("video", "progress", "overwrite"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
         if args.privileged_obs:
@@ -107,4 +112,8 @@ def run(args) -> int:
         trainer.close()
     print(json.dumps(summary, indent=2))
     print(f"run folder: {trainer.dir}", file=sys.stderr)
+    if summary.get("interrupted"):
+        print(f"robolearn train: interrupted at env step {summary['env_steps']}; checkpoint saved. "
+              f"Continue with `robolearn train --resume {trainer.dir}`", file=sys.stderr)
+        return 130
     return 0

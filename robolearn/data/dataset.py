@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,6 +232,15 @@ class DatasetWriter:
     @property
     def num_episodes(self) -> int:
         return len(self.meta["episodes"])
+
+    def recorded_seeds(self) -> list[int]:
+        """Reset seeds of the episodes already in the dataset (appending continues after them)."""
+        return sorted(e["seed"] for e in self.meta["episodes"] if isinstance(e.get("seed"), int))
+
+    def next_seed(self) -> int:
+        """The first reset seed after every recorded one: appended demos never repeat earlier ones."""
+        seeds = self.recorded_seeds()
+        return seeds[-1] + 1 if seeds else 0
 
     def next_index(self) -> int:
         used = [e["index"] for e in self.meta["episodes"]]
@@ -500,8 +510,21 @@ class Dataset:
         for i in self.indices:
             yield self.episode(i)
 
+    def unreadable(self) -> dict[str, str]:
+        """Episode folder -> why it cannot be loaded (truncated data.npz, bad episode.json, ...).
+        Loaders skip these with a warning; `dataset info` lists them."""
+        bad = {}
+        for i in self.indices:
+            try:
+                self.episode(i)
+            except DatasetError as exc:
+                bad[episode_dirname(i)] = str(exc)
+        return bad
+
     def summary(self) -> dict:
-        eps = [_read_json(self.root / episode_dirname(i) / "episode.json") for i in self.indices]
+        unreadable = self.unreadable()
+        eps = [_read_json(self.root / episode_dirname(i) / "episode.json") for i in self.indices
+               if episode_dirname(i) not in unreadable]
         steps = sum(int(e["steps"]) for e in eps)
         succ = [bool(e["success"]) for e in eps]
         return {
@@ -513,9 +536,34 @@ class Dataset:
             "action_dim": int(np.prod(self.action_space.shape)),
             "devices": sorted({d for e in eps for d in e.get("devices", [e.get("device", "")])}),
             "interventions": int(sum(e.get("interventions", 0) for e in eps)),
-            "duration_s": float(sum(e.get("duration_s", 0.0) for e in eps)),
+            # what the data covers at its control rate (an unpaced scripted recording takes less
+            # wall time than that: recording_s)
+            "duration_s": steps / self.control_hz if self.control_hz > 0 else 0.0,
+            "recording_s": float(sum(e.get("duration_s", 0.0) for e in eps)),
+            "unreadable": unreadable,
             "stale_tmp": sorted(p.name for p in self.root.iterdir() if TMP_RE.match(p.name)),
         }
+
+
+def check_compatible(ds: "Dataset", env_id: str | None, observation_space: gym.spaces.Dict,
+                     action_space: gym.Space, keys: Iterable[str]) -> None:
+    """Raise DatasetError naming what differs (env id, observation/action shapes) when a
+    dataset recorded on one task is fed to a learner of another; warn when only the id differs."""
+    problems = []
+    for k in keys:
+        if k in ds.observation_space.spaces and k in observation_space.spaces:
+            a, b = ds.observation_space[k].shape, observation_space[k].shape
+            if a != b:
+                problems.append(f"observation {k!r} is {a} there, {b} here")
+    if ds.action_space.shape != action_space.shape:
+        problems.append(f"action is {ds.action_space.shape} there, {action_space.shape} here")
+    other_env = env_id is not None and ds.env_id != env_id
+    if problems:
+        raise DatasetError(f"{ds.root}: recorded on {ds.env_id}, but this run uses "
+                           f"{env_id or 'another env'}: " + "; ".join(problems)
+                           + ". Record demos on the same task (and --obs mode), or pick another --demos")
+    if other_env:
+        warnings.warn(f"{ds.root}: recorded on {ds.env_id}, used for {env_id} (shapes match)", stacklevel=2)
 
 
 def load_transitions(path: str | os.PathLike, keys: Iterable[str] | None = None,
@@ -541,11 +589,15 @@ def load_transitions(path: str | os.PathLike, keys: Iterable[str] | None = None,
     cols: dict[str, list] = {k: [] for k in ("action", "reward", "terminated", "truncated", "intervention")}
     used = 0
     for i in idx:
-        ep = ds.episode(i)
-        if successful_only and not ep.meta.get("success"):
+        try:
+            ep = ds.episode(i)
+            if successful_only and not ep.meta.get("success"):
+                continue
+            o = ep.observations(keys)
+        except DatasetError as exc:  # one damaged episode must not make the dataset unusable
+            warnings.warn(f"skipped {episode_dirname(i)}: {exc}", stacklevel=2)
             continue
         used += 1
-        o = ep.observations(keys)
         for k in keys:
             obs[k].append(o[k][:-1])
             nxt[k].append(o[k][1:])

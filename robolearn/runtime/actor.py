@@ -100,9 +100,21 @@ class LearnerLink(threading.Thread):
         poller.register(socks.sub, zmq.POLLIN)
         last_hello = last_hb = last_flush = 0.0
         pending: list | None = None  # a batch that could not be sent yet
+        started = last_unreachable = time.monotonic()
         try:
             while not self._halt.is_set():
                 now = time.monotonic()
+                if not self.ever_connected and not self.refused and \
+                        now - last_unreachable > max(self.cfg.learner_timeout_s, 1.0):
+                    last_unreachable = now + 8.0  # then again every ~10 s
+                    log.error(
+                        "%s: cannot reach the learner at %s after %.0f s: check that the "
+                        "learner runs and the host/port (--connect, --port, learner.port); with "
+                        "keys = DIR, that DIR holds actor.key_secret and learner.key and that the "
+                        "learner's DIR authorises actor.key (Curve keys that do not match fail "
+                        "silently in ZMQ). %s", self.actor_id, self.data_endpoint, now - started,
+                        "Acting without it (act_without_learner = true)."
+                        if self.cfg.act_without_learner else "Holding still until it answers.")
                 if self.welcomed and now - self.last_heard > self.cfg.learner_timeout_s:
                     log.warning("%s: no word from the learner for %.1f s: learner lost; "
                                 "acting on with the last weights", self.actor_id,
@@ -342,7 +354,9 @@ class Actor:
             self.exit_reason = "learner lost (on_learner_lost = stop)"
             self.stop_event.set()
             return "pause"
-        if lost and policy == "pause":
+        if lost and (policy == "pause" or (self.active is None and not self.acfg.act_without_learner)):
+            # no learner and no trained weights: never drive a robot with an untrained random
+            # policy unless the launch file explicitly allows it
             self.paused_ticks += 1
             return "pause"
         return None
@@ -385,14 +399,16 @@ class Actor:
             "sent": link.sent, "dropped": link.dropped, "weights_received": link.weights_received,
             "weights_version": link.weights_version, "weight_swaps": self.swaps,
             "reconnects": link.reconnects, "bad_messages": link.bad_messages,
-            "paused_ticks": self.paused_ticks, "loop": ctl.stats.summary(),
+            "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
+            "loop": ctl.stats.summary(),
         }
 
 
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.training import make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap)
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.env_kwargs, cfg.reality_gap,
+                    cfg.sim_params)
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

@@ -60,6 +60,8 @@ class ActorConfig:
     on_learner_lost: str = "continue"  # continue | pause | stop
     max_steps: int = 0               # stop after this many env steps (0: until the learner says)
     random_until_weights: bool = True  # uniform random actions until the first weights arrive
+    act_without_learner: bool = False  # act (random until weights) with no learner answering;
+                                       # default: hold still until a learner welcomes this actor
     realtime: bool = True            # raise the loop thread's priority, freeze the GC
     threads: int = 1                 # torch threads of the actor
     max_message_bytes: int = 64 << 20
@@ -78,6 +80,7 @@ class LaunchConfig:
     keys: str | None = None          # CurveZMQ key folder from `robolearn keygen` (None: plain TCP)
     env_kwargs: dict = field(default_factory=dict)
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table, applied on the actors' envs
+    sim_params: str | None = None    # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
 

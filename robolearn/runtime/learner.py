@@ -107,6 +107,7 @@ class Learner:
         self.weights_version = 0
         self.published = 0
         self.bad_messages = 0
+        self.nonfinite = 0           # transitions refused for NaN/inf (counted, logged)
         self.refused = 0
         self.dropped_unknown = 0
         self.last_eval: dict | None = None
@@ -207,6 +208,14 @@ class Learner:
                 self.bad_messages += 1
                 log.error("dropped transitions from %s: %s", rec.actor_id, exc)
                 return 0
+            bad = M.nonfinite_rows(batch)
+            if bad.any():  # one sensor glitch must not kill the run: refuse those rows only
+                self.nonfinite += int(bad.sum())
+                log.warning("refused %d transition(s) with NaN/inf (observation, action or "
+                            "reward) from actor %s at step(s) %s; training goes on",
+                            int(bad.sum()), rec.actor_id, batch["step"][bad].tolist()[:20])
+                batch = M.select_rows(batch, ~bad)
+                n = len(batch["reward"])
             self._add(rec, batch, n)
             self._reply(identity, M.HEARTBEAT, session=self.session, known=True)
             return n
@@ -272,7 +281,10 @@ class Learner:
 
     def check_actors(self) -> None:
         now = time.monotonic()
-        for rec in self.actors.values():
+        for identity, rec in list(self.actors.items()):
+            if not rec.transitions and now - rec.last_heard > self.lcfg.actor_timeout_s:
+                del self.actors[identity]  # a handshake that never sent data: forget it
+                continue
             if rec.alive and now - rec.last_heard > self.lcfg.actor_timeout_s:
                 rec.alive = False
                 log.warning("actor %s silent for %.1f s: marked dead; training continues "
@@ -329,10 +341,12 @@ class Learner:
             "env_steps": self.env_steps, "updates": int(self.agent.num_updates),
             "wall_s": round(time.monotonic() - self._t_start, 2),
             "replay": len(self.replay), "weights_published": self.published,
-            "actors_alive": sum(r.alive for r in self.actors.values()),
+            # an actor counts once it sends data: a HELLO alone (or a fake one) is not an actor
+            "actors_alive": sum(r.alive and r.transitions > 0 for r in self.actors.values()),
             "train_return": float(np.mean(rets)) if rets else None,
             "train_success_rate": float(np.mean(recent)) if recent else None,
             "bad_messages": self.bad_messages,
+            "nonfinite_transitions": self.nonfinite,
             "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
                                        "alive": r.alive} for r in self.actors.values()},
         }
@@ -355,6 +369,7 @@ class Learner:
         train = TrainConfig(env=c.env, algo=c.algo, seed=c.seed, obs=c.obs,
                             steps=max(self.env_steps, 1), max_episode_steps=c.max_episode_steps,
                             env_kwargs=dict(c.env_kwargs), reality_gap=dict(c.reality_gap),
+                            sim_params=c.sim_params,
                             out=str(self.dir))
         state = {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
                  "launch": to_dict(c), "agent_overrides": agent_overrides(c), "mode": "async",

@@ -194,9 +194,25 @@ def check_transitions(batch: Any, fingerprint: dict) -> int:
         if not isinstance(arr, np.ndarray) or arr.dtype != dtype or list(arr.shape) != shape:
             raise MessageError(f"transitions {key!r} has {getattr(arr, 'shape', None)} "
                                f"{getattr(arr, 'dtype', None)}, expected {shape} {np.dtype(dtype)}")
-    if not np.all(np.isfinite(batch["action"])) or not np.all(np.isfinite(batch["reward"])):
-        raise MessageError("transitions contain NaN/inf actions or rewards")
     return int(n or 0)
+
+
+def nonfinite_rows(batch: dict) -> np.ndarray:
+    """Bool mask of the transitions with a NaN/inf anywhere (every float observation key,
+    next observation, action, reward): the learner refuses those rows, keeps the rest."""
+    bad = ~np.isfinite(batch["reward"])
+    bad |= ~np.isfinite(batch["action"]).reshape(len(bad), -1).all(axis=1)
+    for part in ("obs", "next_obs"):
+        for arr in batch[part].values():
+            if arr.dtype.kind == "f":
+                bad |= ~np.isfinite(arr).reshape(len(bad), -1).all(axis=1)
+    return bad
+
+
+def select_rows(batch: dict, keep: np.ndarray) -> dict:
+    """The transitions of `batch` where `keep` is True (same layout)."""
+    return {k: ({kk: vv[keep] for kk, vv in v.items()} if isinstance(v, dict) else v[keep])
+            for k, v in batch.items()}
 
 
 # -------------------------------------------------------------------------------- weights

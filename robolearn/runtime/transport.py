@@ -27,6 +27,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from robolearn.errors import ConfigError
 
 log = logging.getLogger("robolearn.runtime")
+ZMQ_CEILING = 16  # frames past max_message_bytes but under 16x it reach the decoder and are logged
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -123,7 +124,10 @@ class LearnerSockets:
         self.auth = curve.apply(self.ctx, [self.router, self.pub]) if curve else None
         for s in (self.router, self.pub):
             s.linger = 0
-            s.maxmsgsize = max_bytes  # ZMQ itself drops peers that send bigger frames
+        # ZMQ silently disconnects a peer whose frame is over maxmsgsize; let frames up to
+        # ZMQ_CEILING x the codec limit through so the learner's decoder logs them ("exceeds
+        # the limit") and drops them, and keep a hard ceiling against memory exhaustion.
+        self.router.maxmsgsize = max_bytes * ZMQ_CEILING
         self.router.router_handover = 1
         self.router.router_mandatory = 0
         self.pub.sndhwm = 4

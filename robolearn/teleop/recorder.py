@@ -9,15 +9,41 @@ Human labels: a "success"/"failure" event ends the episode with that label; "dis
 it and starts the attempt again; "quit" drops the unfinished episode and stops. Otherwise an
 episode ends when the env terminates or truncates (or after `max_steps`) and takes the env's
 success verdict.
+
+The episode clock starts when the operator is ready: with a human device nothing is stepped
+(and no time-limit step passes) until the first control input (a key, a stick moved, a
+takeover, a label); a device with `wait_for_operator = False` (the scripted one) starts at once.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from robolearn.data.dataset import DatasetWriter
 from robolearn.teleop.session import Pacer, Readout, env_context, fmt_vec
+
+
+def _wait_for_operator(device, obs, pacer, readout, n: int, episodes: int):
+    """Read the device (without stepping the env) until the operator acts; return that first
+    command, which is then applied as the episode's first step. None: the device does not wait."""
+    if not getattr(device, "wait_for_operator", True):
+        return None
+    idle = None
+    pacer.restart()
+    while True:
+        cmd = device.read(obs)
+        action = np.asarray(cmd.action, dtype=np.float32)
+        if idle is None:
+            idle = action  # what the device sends untouched (e.g. an absolute gripper at "open")
+        if cmd.engaged or cmd.events or not np.array_equal(action, idle):
+            return cmd
+        readout.update(f"episode {n}/{episodes}: ready - the episode starts with your first input")
+        if pacer.hz > 0:
+            pacer.wait()
+        else:
+            time.sleep(0.01)  # unpaced recording: still no busy loop while waiting for a human
 
 
 @dataclass
@@ -42,6 +68,11 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
         attempt += 1
         obs, info = env.reset(seed=ep_seed)
         device.reset()
+        first = _wait_for_operator(device, obs, pacer, readout, len(res.saved) + 1, episodes)
+        if first is not None and "quit" in first.events:
+            res.quit = True
+            readout.line("quit before the episode started")
+            break
         with writer.start_episode(seed=ep_seed, device=device.name, reset_info=info, **ctx) as ep:
             ep.add_reset(obs, info)
             pacer.restart()
@@ -50,7 +81,7 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
             outcome = "end"
             ret = 0.0
             while True:
-                cmd = device.read(obs)
+                cmd, first = (first, None) if first is not None else (device.read(obs), None)
                 ev = cmd.events
                 if "quit" in ev:
                     res.quit, outcome = True, "quit"

@@ -26,6 +26,7 @@ class ScriptedConfig:
 
 class ScriptedDevice:
     name = "scripted"
+    wait_for_operator = False  # no human to wait for: episodes start at once
 
     def __init__(self, env, config: ScriptedConfig | None = None):
         from robolearn.tasks.scripted import make_scripted

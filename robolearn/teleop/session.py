@@ -19,9 +19,10 @@ from robolearn.errors import ConfigError
 def open_env(env_id: str, obs: str = "state", **kwargs) -> gym.Env:
     """`gymnasium.make` with robolearn's envs registered and a helpful unknown-ID error."""
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from robolearn.env import registered_ids
+    from robolearn.env import registered_ids, resolve_env_id
 
     ids = registered_ids()
+    env_id = resolve_env_id(env_id)
     if env_id not in gym.registry:
         near = [i for i in ids if env_id.split("/")[-1].split("-")[0].lower() in i.lower()][:8]
         raise ConfigError(f"unknown env {env_id!r}; run `robolearn envs` for the list"

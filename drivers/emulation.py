@@ -1,0 +1,227 @@
+"""Emulated hardware in one call: device emulator + reality + cameras as MJPEG over HTTP.
+
+Why: tests, benches and fine-tuning sessions need "a robot" to point `backend="real"` at:
+
+    with start_emulator("arm", reality="hard") as robot:
+        env = gym.make("robolearn/ArmReach-v0", backend="real", port=robot.port,
+                       camera=robot.camera_urls["front"], obs="pixels")
+
+`start_emulator(..., subprocess=True)` runs `robolearn emulate` in its own process instead
+(a real device is another CPU, not threads of the learner). `CameraStreamer` renders the
+plant's cameras from a private copy of its state (taken under the emulator's physics lock)
+at a fixed rate, only while someone watches the stream (plus one frame per camera at
+start-up, so a client's first frame never waits for the GL context).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess as sp
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from robolearn.drivers.mjpeg_server import MjpegServer
+from robolearn.drivers.reality import CameraReality, Reality, load_reality
+from robolearn.errors import ConfigError, DeviceError
+
+
+def model_cameras(model) -> tuple[str, ...]:
+    """Named cameras of a MuJoCo model (the sim's camera keys)."""
+    return tuple(model.camera(i).name for i in range(model.ncam) if model.camera(i).name)
+
+
+class CameraStreamer:
+    """Render `names` of (model, data) at cfg.fps / cfg.size and publish them on `server`."""
+
+    def __init__(self, model, data, lock: threading.Lock, cfg: CameraReality, names=None,
+                 host: str = "127.0.0.1", port: int = 0):
+        self.model, self.data, self.lock, self.cfg = model, data, lock, cfg
+        self.names = tuple(names) if names is not None else model_cameras(model)
+        if not self.names:
+            raise ConfigError("the emulated robot's model has no named camera to stream")
+        self.server = MjpegServer(self.names, host=host, port=port, quality=cfg.quality)
+        self.frames = 0
+        self.error: Exception | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="camera-streamer", daemon=True)
+        self._thread.start()
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return self.server.urls()
+
+    def _run(self):
+        import mujoco
+
+        try:
+            h, w = self.cfg.size
+            g = self.model.vis.global_
+            g.offheight, g.offwidth = max(g.offheight, h), max(g.offwidth, w)
+            d = mujoco.MjData(self.model)
+            renderer = mujoco.Renderer(self.model, h, w)
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+            period = 1.0 / self.cfg.fps
+            first = True                         # every stream gets one frame at start-up, so a
+            t_next = time.monotonic()            # client's first read never waits on GL set-up
+            while not self._stop.is_set():
+                watched = [n for n in self.names if first or self.server.clients(n) > 0]
+                first = False
+                if watched:
+                    with self.lock:              # a consistent physics state, copied fast
+                        mujoco.mj_copyData(d, self.model, self.data)
+                    mujoco.mj_forward(self.model, d)
+                    for name in watched:
+                        renderer.update_scene(d, camera=name)
+                        self.server.publish(name, renderer.render())
+                    self.frames += 1
+                t_next += period
+                now = time.monotonic()
+                if now > t_next:                 # rendering slower than fps: no catch-up burst
+                    t_next = now
+                self._stop.wait(t_next - now if t_next > now else 0.0)
+            renderer.close()
+        except Exception as exc:  # noqa: BLE001 - surfaced by close()
+            self.error = exc
+
+    def stall(self, stalled: bool = True) -> None:
+        """Fault injection: the camera keeps its connections but stops sending frames."""
+        self.server.stall(stalled)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.server.close()
+        if self.error is not None:
+            raise RuntimeError(f"camera streamer crashed: {self.error!r}") from self.error
+
+
+def make_emulator(kind: str, reality=None, seed: int = 0, plant: str = "sim", **kwargs):
+    """The arm or car emulator (not started) on the MuJoCo plant with `reality` applied."""
+    from robolearn.drivers.reality import RealArmPlant, RealCarPlant
+
+    r = load_reality(reality)
+    if kind == "arm":
+        from robolearn.drivers.emulator_arm import ArmEmulator, make_plant
+
+        inner = make_plant(plant, kwargs.pop("physics_hz", 200.0))
+        if not hasattr(inner, "sim") and reality is not None:
+            raise ConfigError("a reality needs the MuJoCo plant (--plant sim)")
+        p = RealArmPlant(inner, r, seed=seed) if hasattr(inner, "sim") else inner
+        return ArmEmulator(plant=p, seed=seed, **kwargs)
+    if kind == "car":
+        from robolearn.drivers.emulator_car import CarEmulator, make_plant
+
+        inner = make_plant(plant)
+        if not hasattr(inner, "model") and reality is not None:
+            raise ConfigError("a reality needs the MuJoCo plant (--plant sim)")
+        p = RealCarPlant(inner, r, seed=seed) if hasattr(inner, "model") else inner
+        return CarEmulator(plant=p, seed=seed, **kwargs)
+    raise ConfigError(f"emulator kind {kind!r}: choose arm or car")
+
+
+def plant_model_data(emu):
+    """(model, data) of the MuJoCo plant behind an emulator ((None, None) for a stand-in)."""
+    p = emu.plant
+    sim = getattr(p, "sim", p)   # arm plants keep the ArmSim in .sim; car plants are/wrap CarSim
+    return getattr(sim, "model", None), getattr(sim, "data", None)
+
+
+@dataclass
+class EmulatedRobot:
+    """A running emulated robot: `port` for the driver, `camera_urls` {sim camera name: URL}."""
+
+    kind: str
+    port: str
+    camera_urls: dict = field(default_factory=dict)
+    reality: Reality | None = None
+    emulator: object = None           # in-process: the ArmEmulator / CarEmulator
+    streamer: CameraStreamer | None = None
+    process: sp.Popen | None = None   # subprocess mode
+
+    def close(self) -> None:
+        errors = []
+        if self.streamer is not None:
+            try:
+                self.streamer.close()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        if self.emulator is not None:
+            self.emulator.close()
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except sp.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if errors:
+            raise errors[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def start_emulator(kind: str, reality=None, cameras: bool = True, seed: int = 0,
+                   camera_port: int = 0, subprocess: bool = False, startup_timeout: float = 30.0,
+                   **emulator_kwargs) -> EmulatedRobot:
+    """Start an emulated arm/car with `reality` (None, "mild", "hard", a TOML path, a dict or
+    a Reality) and, with `cameras`, its model's cameras on http://127.0.0.1:PORT/NAME.mjpg."""
+    if subprocess:
+        if emulator_kwargs:
+            raise ConfigError(f"options {sorted(emulator_kwargs)} only work in-process")
+        return _start_subprocess(kind, reality, cameras, seed, camera_port, startup_timeout)
+    r = load_reality(reality)
+    emu = make_emulator(kind, r, seed=seed, **emulator_kwargs)
+    streamer = None
+    try:
+        if cameras:
+            model, data = plant_model_data(emu)
+            if model is None:
+                raise ConfigError("cameras need the MuJoCo plant (plant='sim')")
+            streamer = CameraStreamer(model, data, emu.physics_lock, r.camera, port=camera_port)
+        emu.start()
+    except BaseException:
+        if streamer is not None:
+            streamer.close()
+        emu.plant.close()
+        emu.dev.close()
+        raise
+    return EmulatedRobot(kind=kind, port=emu.path, camera_urls=streamer.urls if streamer else {},
+                         reality=r, emulator=emu, streamer=streamer)
+
+
+def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> EmulatedRobot:
+    argv = [sys.executable, "-m", "robolearn.cli", "emulate", kind, "--seed", str(seed)]
+    if reality is not None:
+        if not isinstance(reality, (str, os.PathLike)):
+            raise ConfigError("subprocess=True takes reality as a TOML path or 'mild' / 'hard'")
+        argv += ["--reality", str(reality)]
+    argv += ["--camera-port", str(camera_port)] if cameras else ["--no-cameras"]
+    p = sp.Popen(argv, stdout=sp.PIPE, stderr=sp.PIPE, text=True,
+                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    lines: list[str] = []
+
+    def read_two():
+        for _ in range(2):
+            line = p.stdout.readline()
+            if not line:
+                return
+            lines.append(line.strip())
+
+    t = threading.Thread(target=read_two, daemon=True)
+    t.start()
+    t.join(timeout)
+    if len(lines) < 2 or not lines[0].startswith("/dev/"):
+        p.kill()
+        _, err = p.communicate(timeout=5)
+        raise DeviceError(f"`{' '.join(argv[2:])}` did not start within {timeout:.0f} s: "
+                          f"{(err or '').strip()[-500:]}")
+    info = json.loads(lines[1])
+    return EmulatedRobot(kind=kind, port=lines[0], camera_urls=info.get("cameras", {}),
+                         reality=load_reality(reality), process=p)
