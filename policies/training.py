@@ -166,10 +166,16 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
         raise ConfigError(f"obs={obs!r} is only supported for robolearn/ envs; {env_id} gives state vectors")
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
+    # env_kwargs perception = DIR: a frozen sim-pretrained localiser adds obs["perception"]
+    from robolearn.policies.perception import PerceptionFeatures, wrap_env_kwargs
+
+    kwargs, localiser = wrap_env_kwargs(env_id, obs, kwargs)
     try:
         env = gym.make(env_id, render_mode=render_mode, **kwargs)
     except TypeError as exc:
         raise ConfigError(f"env {env_id}: bad env_kwargs {env_kwargs}: {exc}") from None
+    if localiser is not None:
+        env = PerceptionFeatures(env, localiser, keep_images=obs in ("pixels", "both"))
     if not isinstance(env.observation_space, gym.spaces.Dict):
         if not isinstance(env.observation_space, gym.spaces.Box):
             raise ConfigError(f"env {env_id}: observation space {env.observation_space} is neither Dict nor Box")

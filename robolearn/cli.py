@@ -27,6 +27,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "emulate": ("robolearn.commands.emulate", "start an arm or car device emulator on a pseudo-terminal"),
     "teleop": ("robolearn.commands.teleop", "drive an env live from an input device"),
     "record": ("robolearn.commands.record", "record teleoperated demonstration episodes to a dataset"),
+    "perception": ("robolearn.commands.perception", "pretrain a frozen object localiser on randomised sim renders"),
     "dataset": ("robolearn.commands.dataset", "inspect, view or export a recorded dataset"),
     "finetune": ("robolearn.commands.finetune", "fine-tune a sim-pretrained policy on the robot: eval, learn, record, report"),
     "export": ("robolearn.commands.export", "export a trained policy to ONNX or TorchScript for the robot"),

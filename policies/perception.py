@@ -1,0 +1,261 @@
+"""Perception pretrained in simulation: a frozen object localiser that makes pixels cheap.
+
+Why (Tobin et al. 2017, domain randomisation): a small conv net trained *only* on renders with
+randomised camera pose, lighting and colours learned to localise objects well enough to
+transfer to real images. Here it is trained to predict the simulator's privileged truth (the
+cube's position) from one camera frame, then frozen: the env computes its prediction once per
+frame (`PerceptionFeatures`, appended to `state`), so the learner sees a short vector, replay
+stores that vector (features cached, no conv in the update), and an update costs what a
+state update costs. End-to-end DrQ stays the option for GPUs.
+
+Files: DIR/perception.safetensors (the net) and DIR/perception.json (env, camera, image size,
+target names and normalisation, held-out error). Nothing is downloaded; a checkpoint is
+loaded from a local path only.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robolearn.errors import ConfigError, DatasetError
+
+WEIGHTS = "perception.safetensors"
+META = "perception.json"
+# privileged-vector slices the localiser can learn, per arm task (see robolearn/tasks/arm.py)
+TARGETS = {"robolearn/ArmLift-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"]),
+           "robolearn/ArmPush-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"])}
+
+
+class LocaliserNet(nn.Module):
+    """uint8 (B, H, W, 3) -> normalised targets (B, T). Strided convs: ~6 M multiply-adds at
+    84x84, so training on thousands of frames takes a minute on a CPU core."""
+
+    def __init__(self, image_shape: tuple[int, int, int], n_targets: int, filters: int = 32):
+        super().__init__()
+        h, w, c = image_shape
+        self.image_shape = (h, w, c)
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, filters, 3, stride=2), nn.ReLU(),
+            nn.Conv2d(filters, filters, 3, stride=2), nn.ReLU(),
+            nn.Conv2d(filters, 2 * filters, 3, stride=2), nn.ReLU(),
+            nn.Conv2d(2 * filters, 2 * filters, 3, stride=1), nn.ReLU())
+        with torch.no_grad():
+            n = self.convs(torch.zeros(1, c, h, w)).numel()
+        self.head = nn.Sequential(nn.Linear(n, 256), nn.ReLU(), nn.Linear(256, n_targets))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.permute(0, 3, 1, 2).float() / 255.0 - 0.5
+        return self.head(self.convs(x).flatten(1))
+
+
+@dataclass
+class Localiser:
+    """A trained, frozen localiser: `predict(image) -> targets in physical units`."""
+
+    net: LocaliserNet
+    meta: dict
+
+    @property
+    def camera(self) -> str:
+        return self.meta["camera"]
+
+    @property
+    def dim(self) -> int:
+        return len(self.meta["targets"])
+
+    @torch.inference_mode()
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        batched = images.ndim == 4
+        x = torch.as_tensor(images if batched else images[None])
+        y = self.net(x).numpy() * np.asarray(self.meta["target_std"]) + np.asarray(self.meta["target_mean"])
+        y = y.astype(np.float32)
+        return y if batched else y[0]
+
+    def save(self, out: str | Path) -> Path:
+        from safetensors.torch import save_file
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(out / WEIGHTS))
+        (out / META).write_text(json.dumps(self.meta, indent=1))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Localiser":
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not (path / META).is_file() or not (path / WEIGHTS).is_file():
+            raise DatasetError(f"perception model {path} not found: expected {META} and {WEIGHTS} "
+                               "written by `robolearn perception train --out DIR`")
+        try:
+            meta = json.loads((path / META).read_text())
+            net = LocaliserNet(tuple(meta["image_shape"]), len(meta["targets"]), meta.get("filters", 32))
+            net.load_state_dict(load_file(str(path / WEIGHTS)))
+        except (ValueError, KeyError, RuntimeError, OSError) as exc:
+            raise DatasetError(f"perception model {path} is corrupt or from another version: {exc}") from None
+        net.eval().requires_grad_(False)
+        return cls(net, meta)
+
+
+class PerceptionFeatures(gym.ObservationWrapper):
+    """Appends the localiser's prediction (physical units, computed once per frame from
+    `camera`) to `state`, so every learner, replay, export and runtime path reads it as part
+    of the one state vector; drops the camera images unless `keep_images`. The prediction
+    comes from a camera, which hardware has, so the result still runs on `backend="real"`."""
+
+    def __init__(self, env: gym.Env, localiser: Localiser, keep_images: bool = False):
+        super().__init__(env)
+        cam = localiser.camera
+        space = env.observation_space
+        if cam not in space.spaces:
+            raise ConfigError(f"perception model reads camera {cam!r}, the env has "
+                              f"{sorted(space.spaces)}: make the env with camera={cam!r}")
+        if tuple(space[cam].shape) != tuple(localiser.meta["image_shape"]):
+            raise ConfigError(f"perception model was trained on {tuple(localiser.meta['image_shape'])} "
+                              f"images, camera {cam!r} gives {tuple(space[cam].shape)}")
+        self.localiser = localiser
+        self.keep_images = keep_images
+        if "state" not in space.spaces:
+            raise ConfigError("perception appends to the `state` observation: use obs='state' or 'both'")
+        spaces = {k: s for k, s in space.spaces.items()
+                  if keep_images or not (len(s.shape) == 3 and s.dtype == np.uint8)}
+        n = space["state"].shape[0] + localiser.dim
+        spaces["state"] = gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    def observation(self, obs):
+        out = {k: v for k, v in obs.items() if k in self.observation_space.spaces}
+        out["state"] = np.concatenate((obs["state"], self.localiser.predict(obs[self.localiser.camera])))
+        return out
+
+
+def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localiser | None]:
+    """Take `perception=DIR` out of env kwargs: the env then renders the model's camera."""
+    path = kwargs.pop("perception", None)
+    if not path:
+        return kwargs, None
+    loc = Localiser.load(path)
+    if loc.meta.get("env") and loc.meta["env"] != env_id:
+        raise ConfigError(f"perception model {path} was trained on {loc.meta['env']}, not {env_id}")
+    kwargs = dict(kwargs)
+    if obs == "pixels":
+        raise ConfigError("perception appends to the state vector: use obs='state' (or 'both')")
+    kwargs["obs"] = "both"
+    cam = kwargs.get("camera")
+    if cam is None:
+        kwargs["camera"] = loc.camera
+    return kwargs, loc
+
+
+# ------------------------------------------------------------------------------ training
+def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
+                   randomize: bool = True, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """(images uint8 (N,H,W,3), privileged targets (N,T)) from domain-randomised episodes that
+    mix the scripted controller (the cube grasped, carried, lifted) with random actions."""
+    from robolearn.sim.randomization import DomainRandomization, DomainRandomizationConfig
+
+    if env_id not in TARGETS:
+        raise ConfigError(f"no perception targets defined for {env_id}; supported: {', '.join(TARGETS)}")
+    sl, _ = TARGETS[env_id]
+    env = gym.make(env_id, obs="both", camera=camera, privileged_obs=True)
+    if randomize:  # Tobin et al.: camera pose, lighting; colours are jittered in training
+        env = DomainRandomization(env, DomainRandomizationConfig(
+            camera_pos_add=(-0.03, 0.03), camera_rot_deg=(0.0, 6.0), light_pos_add=(-0.3, 0.3),
+            light_diffuse_scale=(0.5, 1.3), per_element=False), seed=seed)
+    rng = np.random.default_rng(seed)
+    ctrl = env.unwrapped.scripted_controller()
+    images, targets = [], []
+    ep = 0
+    try:
+        while len(images) < frames:
+            obs, _ = env.reset(seed=seed + ep)
+            ctrl.reset()
+            ep += 1
+            mode = rng.choice(["scripted", "noisy", "random"], p=[0.45, 0.35, 0.2])
+            while len(images) < frames:
+                images.append(obs[camera])
+                targets.append(obs["privileged"][sl])
+                if progress is not None:
+                    progress(1)
+                if mode == "random":
+                    a = rng.uniform(-1, 1, env.action_space.shape)
+                else:
+                    a = np.asarray(ctrl.act(obs), dtype=np.float64)
+                    if mode == "noisy":
+                        a = a + rng.normal(0, 0.4, a.shape)
+                obs, _, term, trunc, _ = env.step(np.clip(a, -1, 1).astype(np.float32))
+                if term or trunc:
+                    break
+    finally:
+        env.close()
+    return np.stack(images), np.stack(targets).astype(np.float32)
+
+
+def _augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Colour (per-channel gain = tint, brightness, contrast) and a +-4 px shift, on uint8 NHWC."""
+    b = x.shape[0]
+    xf = x.float()
+    gain = 1.0 + 0.25 * (torch.rand(b, 1, 1, 3, generator=g) * 2 - 1)
+    bright = 25.0 * (torch.rand(b, 1, 1, 1, generator=g) * 2 - 1)
+    mean = xf.mean(dim=(1, 2, 3), keepdim=True)
+    contrast = 1.0 + 0.25 * (torch.rand(b, 1, 1, 1, generator=g) * 2 - 1)
+    xf = ((xf - mean) * contrast + mean) * gain + bright
+    from robolearn.policies.encoders import random_shift
+
+    xf = random_shift(xf.permute(0, 3, 1, 2), 4, g).permute(0, 2, 3, 1)
+    return xf.clamp(0, 255)
+
+
+def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, camera: str,
+                    epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, seed: int = 0,
+                    holdout: float = 0.15, progress=None) -> tuple[Localiser, dict]:
+    """Fit a LocaliserNet; returns it frozen and a report with held-out errors (target units)."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    n = len(images)
+    if n < 50:
+        raise ConfigError(f"{n} frames are too few to train a localiser (use --frames >= 1000)")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = max(1, int(n * holdout))
+    val, tr = perm[:n_val], perm[n_val:]
+    mean, std = targets[tr].mean(0), targets[tr].std(0) + 1e-6
+    net = LocaliserNet(images.shape[1:], targets.shape[1])
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    x_all = torch.as_tensor(images)
+    y_all = torch.as_tensor((targets - mean) / std)
+    steps = epochs * max(1, len(tr) // batch_size)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    t0 = time.monotonic()
+    for _ in range(epochs):
+        order = torch.as_tensor(tr)[torch.randperm(len(tr), generator=g)]
+        for i in range(0, len(order) - batch_size + 1, batch_size):
+            idx = order[i:i + batch_size]
+            pred = net(_augment(x_all[idx], g))  # float [0, 255] NHWC, like the uint8 frames
+            loss = F.smooth_l1_loss(pred, y_all[idx], beta=0.1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            if progress is not None:
+                progress(1)
+    meta = {"env": env_id, "camera": camera, "image_shape": list(images.shape[1:]),
+            "targets": TARGETS[env_id][1], "target_mean": mean.tolist(), "target_std": std.tolist(),
+            "filters": 32, "frames": int(n), "epochs": epochs, "train_s": round(time.monotonic() - t0, 1)}
+    loc = Localiser(net.eval().requires_grad_(False), meta)
+    err = np.abs(loc.predict(images[val]) - targets[val])
+    report = {"heldout_frames": int(n_val),
+              "heldout_mae_m": err.mean(0).round(5).tolist(),
+              "heldout_p90_m": np.quantile(err, 0.9, axis=0).round(5).tolist(),
+              "heldout_mean_dist_m": float(np.linalg.norm(loc.predict(images[val]) - targets[val],
+                                                         axis=1).mean())}
+    loc.meta["report"] = report
+    return loc, report
