@@ -60,6 +60,22 @@ def random_shift(x: torch.Tensor, pad: int, generator: torch.Generator | None = 
     return x.gather(3, cols[:, None, None, :].expand(b, c, h, w))
 
 
+def colour_jitter(x: torch.Tensor, generator: torch.Generator | None = None, gain: float = 0.25,
+                  brightness: float = 25.0, contrast: float = 0.25) -> torch.Tensor:
+    """Per-image channel gains (a tint), brightness and contrast on float (B, H, W, 3) in
+    [0, 255]: the colour half of domain randomisation, for models that must survive another
+    camera's colours and light (perception localiser, success classifier)."""
+    b = x.shape[0]
+    dev = x.device
+
+    def u(*shape):
+        return torch.rand(*shape, generator=generator, device=dev) * 2 - 1
+
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    x = ((x - mean) * (1.0 + contrast * u(b, 1, 1, 1)) + mean) * (1.0 + gain * u(b, 1, 1, 3))
+    return (x + brightness * u(b, 1, 1, 1)).clamp(0, 255)
+
+
 class PixelEncoder(nn.Module):
     """One ConvEncoder per camera key; features concatenated in key order."""
 

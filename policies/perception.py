@@ -161,16 +161,14 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
                    randomize: bool = True, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(images uint8 (N,H,W,3), privileged targets (N,T)) from domain-randomised episodes that
     mix the scripted controller (the cube grasped, carried, lifted) with random actions."""
-    from robolearn.sim.randomization import DomainRandomization, DomainRandomizationConfig
+    from robolearn.sim.randomization import CAMERA_RANDOMIZATION, DomainRandomization, load_reality_gap
 
     if env_id not in TARGETS:
         raise ConfigError(f"no perception targets defined for {env_id}; supported: {', '.join(TARGETS)}")
     sl, _ = TARGETS[env_id]
     env = gym.make(env_id, obs="both", camera=camera, privileged_obs=True)
     if randomize:  # Tobin et al.: camera pose, lighting; colours are jittered in training
-        env = DomainRandomization(env, DomainRandomizationConfig(
-            camera_pos_add=(-0.03, 0.03), camera_rot_deg=(0.0, 6.0), light_pos_add=(-0.3, 0.3),
-            light_diffuse_scale=(0.5, 1.3), per_element=False), seed=seed)
+        env = DomainRandomization(env, load_reality_gap(CAMERA_RANDOMIZATION).randomization, seed=seed)
     rng = np.random.default_rng(seed)
     ctrl = env.unwrapped.scripted_controller()
     images, targets = [], []
@@ -202,15 +200,9 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
 
 def _augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """Colour (per-channel gain = tint, brightness, contrast) and a +-4 px shift, on uint8 NHWC."""
-    b = x.shape[0]
-    xf = x.float()
-    gain = 1.0 + 0.25 * (torch.rand(b, 1, 1, 3, generator=g) * 2 - 1)
-    bright = 25.0 * (torch.rand(b, 1, 1, 1, generator=g) * 2 - 1)
-    mean = xf.mean(dim=(1, 2, 3), keepdim=True)
-    contrast = 1.0 + 0.25 * (torch.rand(b, 1, 1, 1, generator=g) * 2 - 1)
-    xf = ((xf - mean) * contrast + mean) * gain + bright
-    from robolearn.policies.encoders import random_shift
+    from robolearn.policies.encoders import colour_jitter, random_shift
 
+    xf = colour_jitter(x.float(), g)
     xf = random_shift(xf.permute(0, 3, 1, 2), 4, g).permute(0, 2, 3, 1)
     return xf.clamp(0, 255)
 

@@ -376,6 +376,14 @@ class ObservationNoise(gym.Wrapper):
         return self._noisy(obs), reward, terminated, truncated, info
 
 
+#: Camera-side domain randomisation (Tobin et al. 2017) for models that read a real camera:
+#: pose, tilt and light per episode; colours are jittered in training
+#: (`policies.encoders.colour_jitter`). A `[reality_gap]` table: `{"randomization": ...}`.
+CAMERA_RANDOMIZATION = {"randomization": {
+    "camera_pos_add": [-0.03, 0.03], "camera_rot_deg": [0.0, 6.0], "light_pos_add": [-0.3, 0.3],
+    "light_diffuse_scale": [0.5, 1.3], "per_element": False}}
+
+
 def apply_reality_gap(env: gym.Env, config, seed: int | None = None) -> gym.Env:
     """Wrap `env` with every gap `config` turns on (RealityGapConfig, dict or TOML path).
 

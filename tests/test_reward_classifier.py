@@ -98,3 +98,19 @@ def test_dataset_without_both_classes_is_refused(tmp_path):
     shutil.rmtree(tmp_path / "d" / "episode_000000")  # only the failed episode remains
     with pytest.raises(DatasetError, match="needs both"):
         train_classifier(data, ClassifierConfig(**TINY), log=lambda s: None)
+
+
+def test_colour_jitter_changes_each_image_within_range():
+    """Domain randomisation of colours (the hard reality's tint and light broke an un-jittered
+    classifier): each image gets its own gains, values stay valid pixels, shapes unchanged."""
+    import torch
+
+    from robolearn.policies.encoders import colour_jitter
+
+    x = torch.full((4, 8, 8, 3), 128.0)
+    y = colour_jitter(x, torch.Generator().manual_seed(0))
+    assert y.shape == x.shape and float(y.min()) >= 0 and float(y.max()) <= 255
+    per_image = y.mean(dim=(1, 2))               # (4, 3): one tint per image
+    assert len({tuple(v.round().tolist()) for v in per_image}) == 4
+    assert not torch.allclose(per_image[:, 0], per_image[:, 1])   # channels differ: a tint
+    assert torch.equal(colour_jitter(x, torch.Generator().manual_seed(0)), y)   # seeded

@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rl-steps", type=int, default=5000, help="env-step budget of each RL run")
     p.add_argument("--rl-seeds", type=int, nargs="+", default=[0])
     p.add_argument("--rl-model", default=None, help="classifier folder for the rl part (default: the classifier part's)")
+    p.add_argument("--rl-rewards", nargs="+", choices=("classifier", "privileged"),
+                   default=["classifier", "privileged"],
+                   help="rl part: which runs (the privileged one is the claims-rlpd-privileged setting)")
     return p
 
 
@@ -118,15 +121,20 @@ def rl_part(args, out: Path) -> dict:
     from robolearn.policies.training import TrainConfig, Trainer
 
     model = args.rl_model or str(out / "lift-classifier")
+    # the claims-rlpd settings (docs/bench/claims-rlpd-privileged): the policy reads the cube pose
+    # from obs["privileged"], a sim-only study of the REWARD, not of perception
     agent = {"num_critics": 2, "init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
-             "normalize_obs": True}
+             "normalize_obs": True, "privileged": "actor_and_critic",
+             "critic_hidden": (256, 256), "actor_hidden": (256, 256)}
     rows, res = [], {"steps": args.rl_steps, "seeds": args.rl_seeds, "runs": []}
-    for reward_name, reward in (("classifier (learned, front camera)", {"model": model}), ("privileged sim reward", {})):
+    runs = [("classifier (learned, front camera)", {"model": model}), ("privileged sim reward", {})]
+    runs = [r for r in runs if ("classifier" if r[1] else "privileged") in args.rl_rewards]
+    for reward_name, reward in runs:
         for seed in args.rl_seeds:
             cfg = TrainConfig(env=LIFT, algo="rlpd", steps=args.rl_steps, seed=seed, demos="scripted:20",
                               eval_every=500, eval_episodes=10, utd=5, learning_starts=200, video=False,
                               progress=False, agent=dict(agent), reward=dict(reward),
-                              env_kwargs=dict(CAMERA_KW) if reward else {},
+                              env_kwargs={**(CAMERA_KW if reward else {}), "privileged_obs": True},
                               out=str(out / f"rl-{'clf' if reward else 'priv'}-s{seed}"))
             t0 = time.perf_counter()
             tr = Trainer(cfg)
@@ -148,10 +156,9 @@ def rl_part(args, out: Path) -> dict:
     md = (f"# RLPD on ArmLift with a learned reward vs the privileged reward\n\n"
           f"Command: `robolearn bench rewards --parts rl --out {args.out}`\n\n"
           "rlpd + 20 scripted demos, the claims-rlpd settings (utd 5, 2 critics, gamma 0.95, no entropy "
-          "backup, normalised obs, learning_starts 200). The policy observes the sim state vector "
-          "(which includes the cube pose, as the claims-rlpd run does: this study measures the reward, "
-          "not perception; once the cube pose moves to the `privileged` obs key use "
-          "`privileged=\"actor_and_critic\"` for the same study). With the classifier, reward AND "
+          "backup, normalised obs, 2x256 networks, learning_starts 200). The policy reads the cube pose "
+          "from the sim's `privileged` observation (`privileged=\"actor_and_critic\"`, as claims-rlpd "
+          "does): this study measures the reward, not perception. With the classifier, reward AND "
           "termination come from the classifier on the front camera (64x64) only, in the online steps "
           "and in the demos; the learner never sees the sim's reward. Evaluation: 10 episodes on the "
           "env's TRUE success.\n\n"

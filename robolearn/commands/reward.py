@@ -24,6 +24,9 @@ def add_arguments(parser) -> None:
                    help="classifier: choose the threshold for this held-out precision (default 0.99)")
     t.add_argument("--pretrained", default=None, help="classifier: local safetensors of a conv encoder")
     t.add_argument("--freeze-encoder", action="store_true", help="classifier: train the head only")
+    t.add_argument("--colour-jitter", action="store_true",
+                   help="classifier: random tint/brightness/contrast in training, for a camera whose "
+                        "colours and light differ from the recording's (docs/rewards.md)")
     t.add_argument("--seed", type=int, default=0)
     e = sub.add_parser("eval", help="compare a reward model with the sim's ground truth on fresh episodes")
     e.add_argument("--env", required=True, help="sim env ID, e.g. robolearn/ArmLift-v0")
@@ -51,7 +54,7 @@ def run(args) -> int:
                 raise ConfigError(f"--target-precision {args.target_precision}: choose a value in (0, 1]")
             cfg = ClassifierConfig(cameras=args.cameras or [], epochs=args.epochs, seed=args.seed,
                                    target_precision=args.target_precision, pretrained=args.pretrained,
-                                   freeze_encoder=args.freeze_encoder)
+                                   freeze_encoder=args.freeze_encoder, colour_jitter=args.colour_jitter)
             _, report = train_classifier(args.dataset, cfg, out=args.out)
             h = report["held_out"]
             print(f"held-out episodes: precision {h['precision']:.3f}, recall {h['recall']:.3f}, F1 {h['f1']:.3f} "

@@ -41,6 +41,7 @@ class ClassifierConfig:
     batch_size: int = 128
     lr: float = 3e-4
     augment_pad: int = 4                # DrQ random shift (pixels); 0: off
+    colour_jitter: bool = False         # random tint/brightness/contrast: survive another camera's colours
     val_fraction: float = 0.25          # held-out episodes (per outcome class)
     target_precision: float = 0.99
     seed: int = 0
@@ -138,7 +139,7 @@ def train_classifier(dataset: str | Path, cfg: ClassifierConfig | None = None, o
     n_pos = max(1, int(labels[tr].sum()))
     pos_weight = torch.tensor((len(tr_idx) - n_pos) / n_pos)  # balance the rare success frames
     loss_fn = nn.BCEWithLogitsLoss(pos_weight=pos_weight)
-    from robolearn.policies.encoders import random_shift
+    from robolearn.policies.encoders import colour_jitter, random_shift
 
     gen = torch.Generator().manual_seed(cfg.seed)
     t0 = time.perf_counter()
@@ -150,7 +151,9 @@ def train_classifier(dataset: str | Path, cfg: ClassifierConfig | None = None, o
             b = torch.from_numpy(perm[s:s + cfg.batch_size])
             imgs = {}
             for c in cams:
-                x = frames[c][b].permute(0, 3, 1, 2).float()
+                x = frames[c][b].float()
+                x = colour_jitter(x, gen) if cfg.colour_jitter else x
+                x = x.permute(0, 3, 1, 2)
                 x = random_shift(x, cfg.augment_pad, gen) if cfg.augment_pad else x
                 imgs[c] = x.permute(0, 2, 3, 1)
             loss = loss_fn(model(imgs), y[b])

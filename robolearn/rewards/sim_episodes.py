@@ -91,14 +91,17 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
 
 
 def record_dataset(env_id: str, out: str, plan: list[tuple[str, int]], seed: int = 0,
-                   env_kwargs: dict | None = None, log: Callable[[str], None] = print) -> str:
+                   env_kwargs: dict | None = None, log: Callable[[str], None] = print,
+                   reality_gap: dict | None = None) -> str:
     """Write a dataset (robolearn.data.dataset format) of episodes given as (kind, count);
     per-step `success` is the sim's ground truth, so `labels.frame_labels` reads it as a
-    recorded human/env label would be read."""
+    recorded human/env label would be read. `reality_gap`: a [reality_gap] table
+    (robolearn.sim.randomization), e.g. camera pose and light per episode, so a model trained
+    on the frames survives a real camera (`CAMERA_RANDOMIZATION`)."""
     from robolearn.data.dataset import DatasetWriter
     from robolearn.policies.training import make_env
 
-    env = make_env(env_id, "both", env_kwargs=env_kwargs or {})
+    env = make_env(env_id, "both", env_kwargs=env_kwargs or {}, reality_gap=reality_gap or {})
     try:
         hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
         with DatasetWriter(out, env_id=env_id, control_hz=hz, observation_space=env.observation_space,

@@ -51,6 +51,30 @@ def pretrained_state(checkpoint: str | Path) -> tuple[Path, dict]:
     return ckpt, state
 
 
+#: AgentConfig fields that decide the networks' shapes: taken from the pretrained run itself,
+#: so a checkpoint stays loadable after a preset's defaults change
+NETWORK_OPTIONS = ("actor_hidden", "critic_hidden", "num_critics", "critic_layer_norm", "critic_dropout",
+                   "critic_batch_renorm", "target_network", "pixels", "feature_dim", "encoder_filters",
+                   "encoder_layers", "normalize_obs")
+
+
+def pretrained_network_options(checkpoint: str | Path) -> dict:
+    """The network-shape options the pretrained run resolved (its config.json), {} if absent."""
+    import ast
+
+    path = Path(checkpoint) / "config.json"
+    try:
+        agent = json.loads(path.read_text()).get("agent", {})
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for k in NETWORK_OPTIONS:
+        if k in agent:
+            v = agent[k]
+            out[k] = ast.literal_eval(v) if isinstance(v, str) and v.startswith("(") else v
+    return out
+
+
 def resolve_agent(cfg) -> None:
     """Take algo and agent options from the pretrained run (the networks must match), with the
     launch file's [learner.agent] on top (e.g. utd). A different algo is an error."""
@@ -60,7 +84,8 @@ def resolve_agent(cfg) -> None:
     if algo and cfg.algo != algo:
         raise ConfigError(f"launch file says algo = {cfg.algo!r} but {cfg.finetune.checkpoint} was "
                           f"trained with {algo!r}; the networks must match: set algo = {algo!r}")
-    pre = dict(state.get("agent_overrides", {}))
+    pre = pretrained_network_options(cfg.finetune.checkpoint)
+    pre.update(state.get("agent_overrides", {}))
     pre.update(cfg.learner.agent)
     cfg.learner.agent = pre
     pre_obs = train.get("obs")
@@ -234,8 +259,9 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "interventions": int(sum(e.get("interventions", 0) for e in eps)),
         "episodes_with_interventions": int(sum(1 for e in eps if e.get("interventions", 0))),
         "reward_missing_steps": int(sum(e.get("reward_missing", 0) for e in eps)),
-        "resets": len(resets), "reset_time_s": float(sum(r.get("time_s", 0.0) for r in resets)),
-        "reset_failures": int(sum(1 for r in resets if r.get("failed"))),
+        # reset records (robolearn/resets/stats.py): `seconds` of robot time, `ok`, `failures`
+        "resets": len(resets), "reset_time_s": float(sum(r.get("seconds", 0.0) for r in resets)),
+        "reset_failures": int(sum(1 for r in resets if r.get("ok") is False or r.get("failures", 0))),
         "human_prompts": int(sum(r.get("human_prompts", 0) for r in resets)),
         "loop": {k: a.get("loop") for k, a in actors.items()},
         **(extra or {}),
@@ -326,8 +352,9 @@ class EmulatedRobotSession:
 
     def env_kwargs(self) -> dict:
         kw = {"backend": "real", "port": self.robot.port}
-        if self.kind == "arm":  # the emulator shares this machine's cores: allow it 100 ms a reply
-            kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.1)
+        if self.kind == "arm":  # the emulator shares this machine's cores (with the learner and
+            # anything else running): allow it 250 ms a reply before a retry (a real bus: ~1 ms)
+            kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.25)
         if self.cfg.obs in ("pixels", "both") or self.cfg.env_kwargs.get("perception"):
             names = self.cfg.env_kwargs.get("camera") or self.cfg.finetune.sim_env_kwargs.get("camera")
             names = [names] if isinstance(names, str) else list(names or self.robot.camera_urls)
