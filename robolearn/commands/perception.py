@@ -3,8 +3,8 @@ from __future__ import annotations
 
 HELP = ("Pretrain perception in simulation: render domain-randomised frames, train a small conv "
         "localiser to predict the cube position (privileged sim truth), save it to DIR. Use it "
-        "with env_kwargs perception = \"DIR\": the policy then sees obs['perception'] (3 numbers) "
-        "instead of an image. See docs/learners.md.")
+        "with env_kwargs perception = \"DIR\": the localiser's 3-number cube estimate is appended "
+        "to the state vector instead of an image. See docs/perception.md.")
 
 
 def add_arguments(parser) -> None:
