@@ -97,8 +97,9 @@ class Localiser:
 
         path = Path(path)
         if not (path / META).is_file() or not (path / WEIGHTS).is_file():
-            raise DatasetError(f"perception model {path} not found: expected {META} and {WEIGHTS} "
-                               "written by `robolearn perception train --out DIR`")
+            raise DatasetError(f"perception model {path} not found (looked in {path.resolve()}): expected "
+                               f"{META} and {WEIGHTS}; train it first with `robolearn perception train "
+                               f"--env ENV_ID --out {path}`")
         try:
             meta = json.loads((path / META).read_text())
             net = LocaliserNet(tuple(meta["image_shape"]), len(meta["targets"]), meta.get("filters", 32))

@@ -262,3 +262,32 @@ def test_perception_runs_on_the_emulated_robot_camera(model):
                 obs, *_ = env.step(np.zeros(env.action_space.shape, np.float32))
         finally:
             env.close()
+
+
+def test_launch_file_parses_and_builds_its_learner(model, tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    from robolearn.policies.registry import make_agent
+    from robolearn.policies.training import load_launch
+
+    launch = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_perception.toml"
+    cfg = load_launch(launch)
+    assert (cfg.env, cfg.algo, cfg.demos) == (LIFT, "rlpd", "scripted:20")
+    assert cfg.env_kwargs == {"perception": "models/lift-perception", "privileged_obs": True}
+    assert cfg.agent["privileged"] == "critic"
+    # before `robolearn perception train`: the run stops and says what to run, writes nothing
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", str(launch), "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert "robolearn perception train" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+    # with the model in place: the env and the learner the launch file asks for build
+    shutil.copytree(model, tmp_path / "models" / "lift-perception")
+    env = make_env(cfg.env, cfg.obs, env_kwargs=cfg.env_kwargs)
+    try:
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space,
+                           **{**cfg.agent, "utd": cfg.utd})
+        obs, _ = env.reset(seed=0)
+        a = agent.act(obs, deterministic=True)
+        assert a.shape == env.action_space.shape and np.all(np.isfinite(a))
+    finally:
+        env.close()

@@ -13,7 +13,7 @@ def add_arguments(parser) -> None:
     t.add_argument("--env", required=True, help="robolearn/ArmLift-v0 or robolearn/ArmPush-v0")
     t.add_argument("--out", required=True, metavar="DIR", help="output folder")
     t.add_argument("--camera", default="front", help="camera to localise from (default front)")
-    t.add_argument("--frames", type=int, default=4000, help="rendered frames (default 4000, ~2 min)")
+    t.add_argument("--frames", type=int, default=4000, help="rendered frames (default 4000; ~45 renders/s on a CPU core)")
     t.add_argument("--epochs", type=int, default=20, help="training epochs (default 20)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-randomize", action="store_true", help="plain renders (no domain randomisation)")
