@@ -63,7 +63,7 @@ class Localiser:
 
     net: LocaliserNet
     meta: dict
-    digest: str = ""  # sha256 of the weights file it was loaded from: a resumed run checks it
+    digest: str = ""  # sha256 of the files it was loaded from: a resumed run checks it
     source: str = ""  # the folder it was loaded from (for error messages)
 
     @property
@@ -105,13 +105,14 @@ class Localiser:
             net = LocaliserNet(tuple(meta["image_shape"]), len(meta["targets"]), meta.get("filters", 32))
             weights = load_file(str(path / WEIGHTS))
             net.load_state_dict(weights)
-            digest = hashlib.sha256((path / WEIGHTS).read_bytes()).hexdigest()
+            digest = hashlib.sha256((path / WEIGHTS).read_bytes() + (path / META).read_bytes()).hexdigest()
         except (ValueError, KeyError, TypeError, RuntimeError, OSError) as exc:
             raise DatasetError(f"perception model {path} is corrupt or from another version: {exc}") from None
         bad = [k for k, v in weights.items() if not torch.isfinite(v).all()]
         if bad:  # it would put NaN into every observation, and from there into replay
             raise DatasetError(f"perception model {path} has NaN/inf weights in {bad[:5]}: the file is "
-                               "corrupt; train it again with `robolearn perception train --out DIR`")
+                               f"corrupt; delete {path} and train it again with `robolearn perception "
+                               f"train --env {meta.get('env', 'ENV_ID')} --out {path}`")
         net.eval().requires_grad_(False)
         return cls(net, meta, digest, str(path))
 
@@ -148,7 +149,7 @@ class PerceptionFeatures(gym.ObservationWrapper):
         if not np.all(np.isfinite(pred)):  # never let it reach replay or the robot
             raise DatasetError(f"perception model {self.localiser.source or '(in memory)'} gave "
                                f"NaN/inf {pred.tolist()} for a camera frame: its weights are corrupt; "
-                               "train it again with `robolearn perception train --out DIR`")
+                               "train it again with `robolearn perception train`")
         out["state"] = np.concatenate((obs["state"], pred))
         return out
 

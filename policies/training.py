@@ -803,12 +803,13 @@ class Trainer:
         if cfg.steps < state["env_steps"]:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
         self = cls(cfg, _resumed_state=state)
+        # the replay holds the perception model's features: another model's would silently mix in
         saved, now = state.get("perception_sha256"), _perception_digest(self.env)
-        if "perception_sha256" in state and saved != now:  # replay holds the old model's features: mixing them would be silent garbage
+        if "perception_sha256" in state and saved != now:
             self.close()
             raise ConfigError(f"checkpoint {ckpt}: the perception model "
                               f"{cfg.env_kwargs.get('perception')!r} is not the one this run was trained "
-                              f"with (weights sha256 {str(now)[:12]}, run used {str(saved)[:12]}); "
+                              f"with (sha256 {str(now)[:12]}, the run used {str(saved)[:12]}); "
                               "restore that model folder, or start a new run")
         self.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
         self.replay.load(ckpt / "replay")
