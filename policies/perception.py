@@ -285,6 +285,8 @@ def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, cam
               "heldout_mae_m": err.mean(0).round(5).tolist(),
               "heldout_p90_m": np.quantile(err, 0.9, axis=0).round(5).tolist(),
               "heldout_mean_dist_m": float(np.linalg.norm(loc.predict(images[val]) - targets[val],
-                                                         axis=1).mean())}
+                                                         axis=1).mean()),
+              # the same distance for a constant guess (the training mean): what "learned" beats
+              "heldout_mean_dist_guess_m": float(np.linalg.norm(targets[val] - mean, axis=1).mean())}
     loc.meta["report"] = report
     return loc, report

@@ -305,11 +305,10 @@ def test_launch_file_parses_and_builds_its_learner(model, tmp_path, capsys, monk
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_localiser_learns_the_cube_position(tmp_path):
-    """1000 randomised renders, 15 epochs (~2 min CPU): held-out error well under the error of
-    always predicting the mean position (the spread of the cube positions)."""
+    """1000 randomised renders, 15 epochs (~2 min CPU): the held-out error is well under that
+    of a constant guess (the training mean position)."""
     out = tmp_path / "m"
     assert cli.main(["perception", "train", "--env", LIFT, "--out", str(out), "--frames", "1000",
                      "--epochs", "15", "--threads", "1"]) == 0
-    meta = json.loads((out / META).read_text())
-    spread = float(np.linalg.norm(meta["target_std"]))
-    assert meta["report"]["heldout_mean_dist_m"] < 0.5 * spread, (meta["report"], spread)
+    report = json.loads((out / META).read_text())["report"]
+    assert report["heldout_mean_dist_m"] < 0.7 * report["heldout_mean_dist_guess_m"], report
