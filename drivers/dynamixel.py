@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from robolearn.drivers.feetech import Register
+from robolearn.drivers.feetech import Register, ResyncParser
 
 NAME = "Dynamixel Protocol 2.0"
 SERIES = "Dynamixel X-series"
@@ -260,31 +260,10 @@ def status(servo_id: int, error: int = 0, params: bytes = b"") -> bytes:
 
 
 # ------------------------------------------------------------------------------- parser
-class PacketParser:
+class PacketParser(ResyncParser):
     """Incremental parser: feed bytes as they arrive, get complete packets (instruction or
     status). Resynchronises on garbage like `feetech.PacketParser`: a bad length or CRC drops
     the first header byte and rescans; counters tell "silent" from "corrupted"."""
-
-    def __init__(self):
-        self._buf = bytearray()
-        self.bad_checksums = 0
-        self.dropped_bytes = 0
-        self.bad_ids: list[int] = []
-
-    def feed(self, data: bytes | bytearray) -> list[Packet]:
-        self._buf += data
-        return list(self._drain())
-
-    def clear(self) -> None:
-        self._buf.clear()
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
-
-    def _drop(self, n: int) -> None:
-        del self._buf[:n]
-        self.dropped_bytes += n
 
     def _drain(self) -> Iterator[Packet]:
         buf = self._buf

@@ -192,14 +192,9 @@ def status(servo_id: int, error: int = 0, params: bytes = b"") -> bytes:
 
 
 # ------------------------------------------------------------------------------- parser
-class PacketParser:
-    """Incremental parser: feed bytes as they arrive, iterate complete packets.
-
-    Resynchronises on garbage: a bad length or checksum drops the first header byte and
-    rescans, so one corrupted packet never desynchronises the stream for later ones. Counts
-    of dropped bytes and checksum failures are kept so the bus can tell "silent" from
-    "corrupted" when it reports an error.
-    """
+class ResyncParser:
+    """Byte buffer and counters of an incremental packet parser; subclasses scan it in
+    `_drain` for their protocol's packets (Feetech here, Dynamixel Protocol 2.0 in dynamixel.py)."""
 
     def __init__(self):
         self._buf = bytearray()
@@ -207,7 +202,7 @@ class PacketParser:
         self.dropped_bytes = 0
         self.bad_ids: list[int] = []     # claimed ID byte of each packet that failed its checksum
 
-    def feed(self, data: bytes | bytearray) -> list[Packet]:
+    def feed(self, data: bytes | bytearray) -> list:
         self._buf += data
         return list(self._drain())
 
@@ -221,6 +216,19 @@ class PacketParser:
     def _drop(self, n: int) -> None:
         del self._buf[:n]
         self.dropped_bytes += n
+
+    def _drain(self) -> Iterator:
+        raise NotImplementedError
+
+
+class PacketParser(ResyncParser):
+    """Incremental parser: feed bytes as they arrive, iterate complete packets.
+
+    Resynchronises on garbage: a bad length or checksum drops the first header byte and
+    rescans, so one corrupted packet never desynchronises the stream for later ones. Counts
+    of dropped bytes and checksum failures are kept so the bus can tell "silent" from
+    "corrupted" when it reports an error.
+    """
 
     def _drain(self) -> Iterator[Packet]:
         buf = self._buf

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,30 +84,32 @@ def test_session_runs_and_reports(tmp_path, pretrained):
 
 
 def test_learner_killed_actor_holds_and_session_resumes(tmp_path, pretrained):
-    launch = _launch(tmp_path, pretrained, steps=400)
+    launch = _launch(tmp_path, pretrained, steps=600)
     p = subprocess.Popen(_cli("finetune", str(launch)), cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    out, learner_pid = [], None
+    out = []
+    reader = threading.Thread(target=lambda: out.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()  # lines arrive in the background: the kill below must not wait for one
     deadline = time.monotonic() + 300
     run = tmp_path / "session"
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        out.append(line)
-        m = re.search(r"started learner pid (\d+)", line)
-        if m:
-            learner_pid = int(m.group(1))
+    learner_pid = None
+    while time.monotonic() < deadline and p.poll() is None:
+        m = re.search(r"started learner pid (\d+)", "".join(out))
+        learner_pid = int(m.group(1)) if m else None
         if learner_pid and (run / "checkpoints" / "latest.json").exists():
             break
-    assert learner_pid, "".join(out)
+        time.sleep(0.02)
+    assert learner_pid and p.poll() is None, "".join(out)
     os.kill(learner_pid, signal.SIGKILL)
-    rest, _ = p.communicate(timeout=400)
-    text = "".join(out) + rest
+    p.wait(timeout=400)
+    reader.join(timeout=10)
+    text = "".join(out)
     assert p.returncode == 0, text
     assert "restarting the learner from the session's last checkpoint" in text
     rep = json.loads((run / "session_report.json").read_text())
     assert rep["learner_restarts"] == 1
     assert "resumed_at_env_step" in rep["learner_summary"]["finetune"]
-    assert rep["learner_summary"]["env_steps"] >= 400
+    assert rep["learner_summary"]["env_steps"] >= 600
     actor = json.loads((run / "actor_robot0.json").read_text())
     assert actor["paused_ticks"] > 0          # held the robot while the learner was away
     assert actor["reconnects"] >= 1

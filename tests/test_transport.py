@@ -92,6 +92,8 @@ def dealer(lrn, ctx, identity=b"t", curve=None):
     s = ctx.socket(zmq.DEALER)
     s.routing_id = identity
     s.linger = 0
+    # a peer whose handshake failed has no pipe: without a timeout send() would block forever
+    s.sndtimeo = 2000
     if curve:
         curve(s)
     s.connect(lrn.sockets.data_endpoint)
@@ -99,8 +101,12 @@ def dealer(lrn, ctx, identity=b"t", curve=None):
 
 
 def exchange(lrn, sock, data, wait_ms=2000):
-    """Send a frame, let the learner handle it, return the decoded reply or None."""
-    sock.send(data)
+    """Send a frame, let the learner handle it, return the decoded reply or None (also when
+    the frame could not even be sent: no connection, e.g. a refused Curve handshake)."""
+    try:
+        sock.send(data)
+    except zmq.Again:
+        return None
     for _ in range(wait_ms // 50):
         lrn.poll(timeout_ms=50)
         if sock.poll(0):

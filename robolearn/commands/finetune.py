@@ -94,7 +94,10 @@ def run(args) -> int:
                         "budget_env_steps": lc.total_env_steps,
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
 
-        if ft.zero_shot_episodes:
+        if ft.zero_shot_episodes and ft.load == "none":
+            print("finetune.load = \"none\" (from scratch): no zero-shot evaluation of a pretrained policy",
+                  flush=True)
+        elif ft.zero_shot_episodes:
             print(f"zero-shot: {ft.zero_shot_episodes} episodes of the pretrained policy on the robot",
                   flush=True)
             report_extra["zero_shot"] = F.evaluate_checkpoint(cfg, ft.checkpoint, ft.zero_shot_episodes)

@@ -65,7 +65,8 @@ class StartStateClassifier:
         return torch.sigmoid(self.net(x.reshape(-1, x.shape[-1]))).squeeze(-1).numpy()
 
 
-def start_state_examples(env, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def start_state_examples(env, n: int, seed: int = 0, key: str = "state",
+                         idx=slice(None)) -> tuple[np.ndarray, np.ndarray]:
     """(positives, negatives) for the classifier from a sim env: start states of `n` teleported
     resets (on hardware: states recorded after resets by hand), and the states the task's
     scripted controller and random actions visit after the first steps of `n` episodes."""
@@ -77,14 +78,14 @@ def start_state_examples(env, n: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     pos, neg = [], []
     for ep in range(n):
         obs, _ = env.reset(seed=seed + 50_000 + ep)
-        pos.append(obs["state"])
+        pos.append(obs[key][idx])
         ctrl.reset()
         random_ep = ep % 2 == 1
         for t in range(int(rng.integers(15, 60))):
             a = rng.uniform(-1, 1, env.action_space.shape) if random_ep else ctrl.act(obs)
             obs, _, term, trunc, _ = env.step(np.asarray(a, np.float32))
             if t >= 8:
-                neg.append(obs["state"])
+                neg.append(obs[key][idx])
             if term or trunc:
                 break
     return np.asarray(pos), np.asarray(neg)
@@ -129,22 +130,27 @@ class ForwardBackwardTrainer(_trainer_base()):
 
         self._eval_kwargs = {k: v for k, v in cfg.env_kwargs.items()
                              if k not in ("reset_mode", "reset_on_failure")}
-        phys = {**self._eval_kwargs, "reset_mode": "physical", "reset_on_failure": "continue"}
-        super()._build(replace(cfg, env_kwargs=phys), None)
         # the success model of start states, from teleported example resets of a sim twin
         twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self._eval_kwargs, cfg.reality_gap)
+        key, idx = twin.unwrapped.task.start_state_features()
+        if key == "privileged" and not self._eval_kwargs.get("privileged_obs"):
+            # the classifier reads the sim's object pose: the envs carry it as obs["privileged"]
+            # (the agents read it only if their `privileged` option says so)
+            twin.close()
+            self._eval_kwargs["privileged_obs"] = True
+            twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self._eval_kwargs, cfg.reality_gap)
+        self.start_key, self.features = key, np.asarray(idx, dtype=int)
         try:
-            pos, neg = start_state_examples(twin, self.examples, seed=cfg.seed)
+            pos, neg = start_state_examples(twin, self.examples, seed=cfg.seed, key=key, idx=self.features)
         finally:
             twin.close()
-        task = self.env.unwrapped.task
-        self.features = np.asarray(task.start_state_features(), dtype=int)
+        phys = {**self._eval_kwargs, "reset_mode": "physical", "reset_on_failure": "continue"}
+        super()._build(replace(cfg, env_kwargs=phys), None)
         self.classifier = StartStateClassifier(len(self.features), seed=cfg.seed)
-        self.classifier_train_acc = self.classifier.fit(pos[:, self.features], neg[:, self.features],
-                                                        steps=self.classifier_steps)
+        self.classifier_train_acc = self.classifier.fit(pos, neg, steps=self.classifier_steps)
         # Start and visited states overlap (a pushed cube often stays in the start region), so
         # p(start) saturates below 1 there: call "start" what 80% of the true start states reach.
-        self.threshold = float(min(0.5, np.quantile(self.classifier.prob(pos[:, self.features]), 0.2)))
+        self.threshold = float(min(0.5, np.quantile(self.classifier.prob(pos), 0.2)))
         self.backward = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                    seed=cfg.seed + 7, **{k: v for k, v in self.agent_overrides.items()})
         ac = self.backward.config
@@ -164,8 +170,8 @@ class ForwardBackwardTrainer(_trainer_base()):
                                       c.reality_gap)
         return self._eval_env
 
-    def _start_reward(self, state: np.ndarray) -> float:
-        return float(self.classifier.prob(state[None, self.features])[0])
+    def _start_reward(self, obs: dict) -> float:
+        return float(self.classifier.prob(obs[self.start_key][None, self.features])[0])
 
     def run(self, stop_at=None) -> dict:
         from robolearn.resets.scripted import ArmHome
@@ -200,7 +206,7 @@ class ForwardBackwardTrainer(_trainer_base()):
                     action = agent.act(obs)
                 nxt, reward, terminated, truncated, info = self.env.step(action)
                 if phase == "backward":
-                    p = self._start_reward(nxt["state"])
+                    p = self._start_reward(nxt)
                     reward, terminated = p, p > self.threshold
                     back_steps += 1
                 else:

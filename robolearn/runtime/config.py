@@ -71,7 +71,7 @@ class ActorConfig:
 
 
 WARM_STARTS = ("wsrl", "rlpd", "none")
-LOADS = ("agent", "policy")
+LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
 
 @dataclass
@@ -79,7 +79,8 @@ class FinetuneConfig:
     """[finetune]: carry a sim-pretrained policy to the robot (read by `robolearn finetune`)."""
 
     checkpoint: str = ""             # run folder of the sim-pretrained policy (robolearn train)
-    load: str = "agent"              # agent: actor, critics, temperature | policy: actor only
+    load: str = "agent"              # agent: actor, critics, temperature | policy: actor only |
+                                     # none: from scratch (the baseline a session must beat)
     warm_start: str = "wsrl"         # wsrl | rlpd | none (see docs/finetune.md)
     warmup_episodes: int = 5         # WSRL: pretrained-policy episodes before the first update
     prior_data: str = ""             # RLPD: sim:N (pretrained policy in the sim twin), DIR, .npz, scripted:N

@@ -3,7 +3,8 @@
 A session is an ordinary learner + actor run (`robolearn launch`) with four differences, all
 driven by the `[finetune]` table of the launch file:
 - the learner starts from a sim-pretrained checkpoint (`load = "agent"`: actor, critics and
-  temperature; `"policy"`: the actor only) and never opens the robot: its env is the *sim
+  temperature; `"policy"`: the actor only; `"none"`: the same networks and options with fresh
+  weights, i.e. training from scratch on the robot, the baseline) and never opens the robot: its env is the *sim
   twin* (same observation and action spaces, by the env contract) built from
   `sim_env_kwargs`, used for spaces and for sim prior data only;
 - the warm start: `wsrl` (WSRL: the first `warmup_episodes` episodes are pretrained-policy
@@ -82,6 +83,8 @@ def load_pretrained(agent, checkpoint: str | Path, load: str) -> None:
     from robolearn.policies.serialize import load_state
 
     ckpt, _ = pretrained_state(checkpoint)
+    if load == "none":  # from scratch: only the options (networks, preset) came from the checkpoint
+        return
     if load == "agent":
         d = load_state(ckpt / "agent.safetensors")
         agent.load_state_dict(d)

@@ -156,14 +156,15 @@ class ArmTask(Task):
             return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
         return ArmHome()
 
-    def start_state_features(self) -> list[int]:
-        """`state` entries a start-state classifier looks at (learned resets): the object's x, y
-        when there is one (the arm is homed by script; its height would give teleported starts
-        away: a spawned cube sits at exactly 15 mm, a settled one a hair lower), else the joints."""
+    def start_state_features(self) -> tuple[str, list[int]]:
+        """(observation key, entries) a start-state classifier looks at (learned resets): the
+        object's x, y in `privileged` when there is one (sim only: hardware would need a camera
+        model here; the arm is homed by script, and the cube's height would give teleported
+        starts away: a spawned cube sits at exactly 15 mm, a settled one a hair lower), else the
+        joints in `state`."""
         if self.needs_cube and self.sim is not None:
-            lo = 14 + (3 if self.name == "push" else 0)
-            return list(range(lo, lo + 2))
-        return list(range(5))
+            return "privileged", [3, 4]   # after the grasp point (3): cube x, y
+        return "state", list(range(5))
 
     def start_state_true(self) -> bool:
         """Ground truth (sim): is the world in the start distribution? (the cube resting in its
