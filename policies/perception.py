@@ -14,6 +14,7 @@ loaded from a local path only.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class Localiser:
 
     net: LocaliserNet
     meta: dict
+    digest: str = ""  # sha256 of the files it was loaded from: a resumed run checks it
+    source: str = ""  # the folder it was loaded from (for error messages)
 
     @property
     def camera(self) -> str:
@@ -94,16 +97,24 @@ class Localiser:
 
         path = Path(path)
         if not (path / META).is_file() or not (path / WEIGHTS).is_file():
-            raise DatasetError(f"perception model {path} not found: expected {META} and {WEIGHTS} "
-                               "written by `robolearn perception train --out DIR`")
+            raise DatasetError(f"perception model {path} not found (looked in {path.resolve()}): expected "
+                               f"{META} and {WEIGHTS}; train it first with `robolearn perception train "
+                               f"--env ENV_ID --out {path}`")
         try:
             meta = json.loads((path / META).read_text())
             net = LocaliserNet(tuple(meta["image_shape"]), len(meta["targets"]), meta.get("filters", 32))
-            net.load_state_dict(load_file(str(path / WEIGHTS)))
-        except (ValueError, KeyError, RuntimeError, OSError) as exc:
+            weights = load_file(str(path / WEIGHTS))
+            net.load_state_dict(weights)
+            digest = hashlib.sha256((path / WEIGHTS).read_bytes() + (path / META).read_bytes()).hexdigest()
+        except (ValueError, KeyError, TypeError, RuntimeError, OSError) as exc:
             raise DatasetError(f"perception model {path} is corrupt or from another version: {exc}") from None
+        bad = [k for k, v in weights.items() if not torch.isfinite(v).all()]
+        if bad:  # it would put NaN into every observation, and from there into replay
+            raise DatasetError(f"perception model {path} has NaN/inf weights in {bad[:5]}: the file is "
+                               f"corrupt; delete {path} and train it again with `robolearn perception "
+                               f"train --env {meta.get('env', 'ENV_ID')} --out {path}`")
         net.eval().requires_grad_(False)
-        return cls(net, meta)
+        return cls(net, meta, digest, str(path))
 
 
 class PerceptionFeatures(gym.ObservationWrapper):
@@ -134,8 +145,22 @@ class PerceptionFeatures(gym.ObservationWrapper):
 
     def observation(self, obs):
         out = {k: v for k, v in obs.items() if k in self.observation_space.spaces}
-        out["state"] = np.concatenate((obs["state"], self.localiser.predict(obs[self.localiser.camera])))
+        pred = self.localiser.predict(obs[self.localiser.camera])
+        if not np.all(np.isfinite(pred)):  # never let it reach replay or the robot
+            raise DatasetError(f"perception model {self.localiser.source or '(in memory)'} gave "
+                               f"NaN/inf {pred.tolist()} for a camera frame: its weights are corrupt; "
+                               "train it again with `robolearn perception train`")
+        out["state"] = np.concatenate((obs["state"], pred))
         return out
+
+
+def find_localiser(env: gym.Env) -> Localiser | None:
+    """The localiser of the PerceptionFeatures wrapper in `env`'s wrapper chain, if any."""
+    while env is not None:
+        if isinstance(env, PerceptionFeatures):
+            return env.localiser
+        env = getattr(env, "env", None)
+    return None
 
 
 def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localiser | None]:
@@ -150,9 +175,9 @@ def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localise
     if obs == "pixels":
         raise ConfigError("perception appends to the state vector: use obs='state' (or 'both')")
     kwargs["obs"] = "both"
-    cam = kwargs.get("camera")
-    if cam is None:
+    if kwargs.get("camera") is None:
         kwargs["camera"] = loc.camera
+    kwargs.setdefault("image_size", list(loc.meta["image_shape"][:2]))  # the size it was trained on
     return kwargs, loc
 
 
@@ -220,6 +245,10 @@ def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, cam
     n_val = max(1, int(n * holdout))
     val, tr = perm[:n_val], perm[n_val:]
     mean, std = targets[tr].mean(0), targets[tr].std(0) + 1e-6
+    if np.all(std < 1e-3):  # one episode's frames: the net could only learn a constant
+        raise ConfigError(f"the {n} frames show the object in one place (targets vary by < 1 mm): "
+                          "render more episodes (--frames >= 1000)")
+    batch_size = min(batch_size, len(tr))  # a tiny set still trains (one batch per epoch)
     net = LocaliserNet(images.shape[1:], targets.shape[1])
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     x_all = torch.as_tensor(images)
@@ -248,6 +277,8 @@ def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, cam
               "heldout_mae_m": err.mean(0).round(5).tolist(),
               "heldout_p90_m": np.quantile(err, 0.9, axis=0).round(5).tolist(),
               "heldout_mean_dist_m": float(np.linalg.norm(loc.predict(images[val]) - targets[val],
-                                                         axis=1).mean())}
+                                                         axis=1).mean()),
+              # the same distance for a constant guess (the training mean): what "learned" beats
+              "heldout_mean_dist_guess_m": float(np.linalg.norm(targets[val] - mean, axis=1).mean())}
     loc.meta["report"] = report
     return loc, report

@@ -130,6 +130,14 @@ def load_launch(path: str | Path) -> TrainConfig:
 
 
 # ================================================================================== envs
+def _perception_digest(env: gym.Env) -> str | None:
+    """sha256 of the frozen localiser's weights in `env` (None without perception)."""
+    from robolearn.policies.perception import find_localiser
+
+    loc = find_localiser(env)
+    return loc.digest if loc is not None else None
+
+
 class DictObs(gym.ObservationWrapper):
     """Expose a plain Box observation as {"state": obs} so any Gymnasium env (Pendulum-v1,
     ...) fits the dict-observation contract the learners use."""
@@ -166,7 +174,7 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
         raise ConfigError(f"obs={obs!r} is only supported for robolearn/ envs; {env_id} gives state vectors")
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
-    # env_kwargs perception = DIR: a frozen sim-pretrained localiser adds obs["perception"]
+    # env_kwargs perception = DIR: a frozen sim-pretrained localiser appends its estimate to state
     from robolearn.policies.perception import PerceptionFeatures, wrap_env_kwargs
 
     kwargs, localiser = wrap_env_kwargs(env_id, obs, kwargs)
@@ -768,6 +776,7 @@ class Trainer:
                     "numpy_global": _json_rng(np.random.get_state(legacy=False)),
                     "python": _py_random_state()},
             "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
+            "perception_sha256": _perception_digest(self.env),
         }
         from safetensors.torch import save_file
 
@@ -794,6 +803,14 @@ class Trainer:
         if cfg.steps < state["env_steps"]:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
         self = cls(cfg, _resumed_state=state)
+        # the replay holds the perception model's features: another model's would silently mix in
+        saved, now = state.get("perception_sha256"), _perception_digest(self.env)
+        if "perception_sha256" in state and saved != now:
+            self.close()
+            raise ConfigError(f"checkpoint {ckpt}: the perception model "
+                              f"{cfg.env_kwargs.get('perception')!r} is not the one this run was trained "
+                              f"with (sha256 {str(now)[:12]}, the run used {str(saved)[:12]}); "
+                              "restore that model folder, or start a new run")
         self.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
         self.replay.load(ckpt / "replay")
         if self.prior is not None:
