@@ -44,6 +44,24 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: Named hardware profiles: options that make a preset fit a machine, applied under the user's
+#: own options. `cpu`: the high-UTD ensembles cut to what a 2-core CPU trains in minutes (RLPD's
+#: paper setting, 10 critics at UTD 20, is ~20x the work of 2 critics at UTD 5).
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "cpu": {"rlpd": {"num_critics": 2, "utd": 5}, "redq": {"num_critics": 5, "utd": 5},
+            "droq": {"utd": 5}},
+}
+
+
+def profile_overrides(profile: str | None, algo: str) -> dict[str, Any]:
+    """The options profile `profile` gives `algo` ({} for none or for a preset it leaves alone)."""
+    if not profile:
+        return {}
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    return dict(PROFILES[profile].get(algo, {}))
+
+
 def _factory(name: str) -> Callable[..., Agent]:
     def build(observation_space, action_space, seed: int = 0, **overrides) -> Agent:
         return Agent(observation_space, action_space, make_config(name, **overrides), seed=seed)

@@ -67,6 +67,7 @@ class TrainConfig:
     checkpoint_every: int = 1000        # env steps; written at the next episode boundary (0: end only)
     log_every: int = 250                # env steps between training-metric records
     utd: int | None = None              # gradient updates per env step (None: the preset's)
+    profile: str | None = None          # named hardware profile (policies.registry.PROFILES), e.g. cpu
     learning_starts: int | None = None  # random-action steps before updates (None: the preset's)
     buffer_size: int | None = None      # replay capacity (None: steps)
     max_episode_steps: int | None = None  # None: the env's registered limit
@@ -421,7 +422,10 @@ class Trainer:
         else:
             from robolearn.teleop.intervention import maybe_intervene  # --intervene DEVICE (no-op if unset)
             self.env = maybe_intervene(self.env, cfg.intervene)
-        overrides = dict(cfg.agent)
+        from robolearn.policies.registry import profile_overrides
+
+        self.profile = profile_overrides(cfg.profile, cfg.algo)  # under the user's own options
+        overrides = {**self.profile, **cfg.agent}
         if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
             overrides.setdefault("pixels", True)
         if cfg.utd is not None:
@@ -432,6 +436,10 @@ class Trainer:
                                 seed=cfg.seed, **overrides)
         self.agent.require_learning()
         self.agent_overrides = overrides
+        if cfg.profile:  # said at start and kept in summary.json: never a silent change of preset
+            used = {k: getattr(self.agent.config, k) for k in self.profile}
+            print(f"profile {cfg.profile}: {cfg.algo} runs with {used or 'its preset unchanged'} "
+                  "(lighter than the paper's settings to fit this machine; docs/learners.md)", flush=True)
         ac = self.agent.config
         n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
         prior_fraction = getattr(ac, "prior_fraction", None)
@@ -852,6 +860,9 @@ class Trainer:
             "checkpoint": str(find_checkpoint(self.dir)),
             "rejected_missing_reward": self.rejected_missing_reward,
         }
+        if self.cfg.profile:
+            summary["profile"] = self.cfg.profile
+            summary["profile_options"] = {k: getattr(self.agent.config, k) for k in self.profile}
         if getattr(self, "reset_stats", None) is not None and self.reset_stats.episodes:
             summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)
         evals = read_metrics(self.dir / "metrics.jsonl", "eval")

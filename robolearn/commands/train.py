@@ -22,6 +22,8 @@ FLAGS = {
     "checkpoint_every": (int, "env steps between checkpoints (taken at the next episode end)"),
     "log_every": (int, "env steps between training-metric records"),
     "utd": (int, "gradient updates per env step (default: the algorithm preset's)"),
+    "profile": (str, "named hardware profile: cpu = rlpd with 2 critics at UTD 5 (paper: 10 at 20), "
+                     "redq 5 critics at UTD 5, droq UTD 5; printed at start, kept in summary.json"),
     "learning_starts": (int, "random-action env steps before learning (default: the preset's)"),
     "buffer_size": (int, "replay capacity (default: --steps)"),
     "max_episode_steps": (int, "override the env's episode length"),
