@@ -247,7 +247,8 @@ def calibrate_section(kind: str, episodes: int, steps: int, budget: int, seed: i
 
     hard = load_reality("hard")
     if kind == "arm":
-        hidden = {"max_speed_scale": hard.arm.max_speed_scale, "latency_ms": hard.arm.latency_ms}
+        hidden = {"servo_gain_scale": hard.arm.servo_gain_scale, "max_speed_scale": hard.arm.max_speed_scale,
+                  "damping_scale": hard.arm.damping_scale, "latency_ms": hard.arm.latency_ms}
     else:
         hidden = {"motor_gain": hard.car.motor_gain, "steering_offset_rad": hard.car.steering_offset_rad,
                   "latency_ms": hard.car.latency_ms}
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=10, help="scripted episodes per condition")
     parser.add_argument("--calib-episodes", type=int, default=10, help="excitation episodes for calibrate-sim")
     parser.add_argument("--calib-steps", type=int, default=40, help="steps per excitation episode")
-    parser.add_argument("--budget", type=int, default=120, help="calibrate-sim evaluations, arm (CMA-ES)")
+    parser.add_argument("--budget", type=int, default=600, help="calibrate-sim evaluations, arm (CMA-ES)")
     parser.add_argument("--car-budget", type=int, default=200, help="calibrate-sim evaluations, car")
     parser.add_argument("--car-steps", type=int, default=30, help="steps per car excitation episode")
     parser.add_argument("--camera-seconds", type=float, default=5.0, help="window of each camera measurement")
@@ -337,10 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/bench/sim2real", help="folder for results.md / results.json")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
-    bad = sections - {"scripted", "camera", "calibrate"}
+    bad = sections - {"scripted", "camera", "calibrate", "calibrate-arm"}
     if bad:
         from robolearn.errors import ConfigError
-        raise ConfigError(f"--sections: unknown {sorted(bad)}; choose from scripted, camera, calibrate")
+        raise ConfigError(f"--sections: unknown {sorted(bad)}; choose from scripted, camera, calibrate, "
+                          "calibrate-arm (the arm's fit alone)")
     import os
     import platform
 
@@ -353,12 +355,14 @@ def main(argv: list[str] | None = None) -> int:
         r["scripted"] = scripted_section(args.episodes, 10.0, args.seed)
     if "camera" in sections:
         r["camera"] = camera_section(args.camera_seconds)
-    if "calibrate" in sections:
+    if sections & {"calibrate", "calibrate-arm"}:
         tmp = Path(tempfile.mkdtemp(prefix="sim2real-"))
         try:
             r["calibrate"] = [
-                calibrate_section("arm", args.calib_episodes, args.calib_steps, args.budget, args.seed, tmp),
-                calibrate_section("car", args.calib_episodes, args.car_steps, args.car_budget, args.seed, tmp)]
+                calibrate_section("arm", args.calib_episodes, args.calib_steps, args.budget, args.seed, tmp)]
+            if "calibrate" in sections:
+                r["calibrate"].append(calibrate_section("car", args.calib_episodes, args.car_steps,
+                                                        args.car_budget, args.seed, tmp))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     out = Path(args.out)

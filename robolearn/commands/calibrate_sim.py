@@ -21,9 +21,11 @@ def add_arguments(parser) -> None:
                                         "with the state observation")
     parser.add_argument("--out", required=True, help="where to write the fitted sim_params TOML")
     parser.add_argument("--params", default=None,
-                        help="comma-separated parameters to fit (default arm: max_speed_scale,latency_ms; "
-                             "car: motor_gain,steering_offset_rad,latency_ms)")
-    parser.add_argument("--budget", type=int, default=120, help="max trajectory-error evaluations (default 120)")
+                        help="comma-separated parameters to fit (default arm: servo_gain_scale,"
+                             "max_speed_scale,damping_scale,latency_ms; car: motor_gain,"
+                             "steering_offset_rad,latency_ms)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="max trajectory-error evaluations (default 150 per fitted parameter)")
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--seed", type=int, default=0, help="CMA-ES seed")
     parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
@@ -35,7 +37,7 @@ def run(args) -> int:
     from robolearn.sim.sysid import PARAMS, fit_dataset, fit_summary, save_sim_params
     from robolearn.teleop.session import parse_env_kwargs
 
-    if args.budget < 2:
+    if args.budget is not None and args.budget < 2:
         raise ConfigError(f"--budget {args.budget}: give at least 2 evaluations")
     if args.episodes is not None and args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: must be >= 1")
