@@ -119,9 +119,13 @@ def car_practice(steps: int, seed: int) -> dict:
 
 
 #: the learner both trainings use (the claims-rlpd settings of `robolearn bench learners`)
+#: Push needs the cube pose, which is simulator-only (`privileged`): both runs read it in actor and
+#: critic, a SIM-ONLY study of the resets, not of perception (as claims-rlpd).
 LEARNER = dict(algo="rlpd", demos="scripted:20", learning_starts=200, utd=5,
+               env_kwargs={"privileged_obs": True},
                agent={"init_temperature": 0.01, "gamma": 0.95, "backup_entropy": False,
-                      "normalize_obs": True, "num_critics": 2})
+                      "normalize_obs": True, "num_critics": 2, "privileged": "actor_and_critic",
+                      "critic_hidden": (256, 256), "actor_hidden": (256, 256)})
 
 
 def learned_vs_teleport(steps: int, seeds: list[int], out: str) -> dict:
