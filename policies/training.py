@@ -215,16 +215,22 @@ def make_env(env_id: str, obs: str = "state", render_mode: str | None = None,
 
 
 # ============================================================================ demos/prior
+def episode_count(spec: str, what: str = "--demos") -> int:
+    """N of a `kind:N` prior-data spec (`scripted:20`, `sim:20`), with a clear error."""
+    kind, _, count = spec.partition(":")
+    try:
+        n = int(count)
+    except ValueError:
+        raise ConfigError(f"{what} {spec!r}: write {kind}:N with N an integer number of episodes") from None
+    if n < 1:
+        raise ConfigError(f"{what} {spec!r}: N must be >= 1")
+    return n
+
+
 def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
     """Prior transitions from a dataset dir, an .npz of arrays, or `scripted:N` episodes."""
     if spec.startswith("scripted:"):
-        try:
-            n = int(spec.split(":", 1)[1])
-        except ValueError:
-            raise ConfigError(f"--demos {spec!r}: write scripted:N with N an integer number of episodes") from None
-        if n < 1:
-            raise ConfigError(f"--demos {spec!r}: N must be >= 1")
-        return collect_scripted(env, n, seed=seed)
+        return collect_scripted(env, episode_count(spec), seed=seed)
     path = Path(spec)
     if not path.exists():
         raise DatasetError(f"demos {path} not found: pass a recorded dataset folder "

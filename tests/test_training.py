@@ -216,3 +216,14 @@ def test_a_new_run_refuses_an_earlier_run_unless_overwrite(tmp_path, capsys):
     assert summary["env_steps"] == 60
     assert "999" not in (out / "metrics.jsonl").read_text()
     assert "--overwrite: deleting the earlier run" in capsys.readouterr().out
+
+
+def test_prior_data_counts_are_checked():
+    """`scripted:N` (--demos) and `sim:N` (finetune.prior_data) share one parser and its errors."""
+    from robolearn.policies.training import episode_count
+
+    assert episode_count("scripted:20") == 20 and episode_count("sim:3", "finetune.prior_data") == 3
+    with pytest.raises(ConfigError, match=r"finetune.prior_data 'sim:x': write sim:N"):
+        episode_count("sim:x", "finetune.prior_data")
+    with pytest.raises(ConfigError, match="N must be >= 1"):
+        episode_count("scripted:0")

@@ -181,15 +181,10 @@ def prepare_learner(learner) -> dict:
 
 def load_prior(spec: str, learner) -> dict:
     """`sim:N`: N episodes of the pretrained policy in the sim twin; else as `--demos`."""
-    from robolearn.policies.training import collect_rollouts, load_demos
+    from robolearn.policies.training import collect_rollouts, episode_count, load_demos
 
     if spec.startswith("sim:"):
-        try:
-            n = int(spec.split(":", 1)[1])
-        except ValueError:
-            raise ConfigError(f"finetune.prior_data {spec!r}: write sim:N with N an integer") from None
-        if n < 1:
-            raise ConfigError(f"finetune.prior_data {spec!r}: N must be >= 1")
+        n = episode_count(spec, "finetune.prior_data")
         agent = learner.agent
         return collect_rollouts(learner.env, lambda obs: agent.act(obs, deterministic=False), n,
                                 seed=learner.cfg.seed)
