@@ -49,8 +49,9 @@ def _fill_ours(buf: ReplayBuffer, data) -> None:
 
 
 def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: str, seed: int,
-                **overrides):
-    """A callable doing k sample+update steps of our learner."""
+                autocast_bf16: bool = False, **overrides):
+    """A callable doing k sample+update steps of our learner (`autocast_bf16`: under CPU bf16
+    autocast, a measurement only: no preset uses it, its learning curves are not compared)."""
     agent = make_agent(algo, obs_space, act_space, seed=seed, device=device, batch_size=batch_size,
                        **overrides)
 
@@ -58,7 +59,14 @@ def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: s
         for _ in range(k):
             agent.update(buf.sample(batch_size))
 
-    return run
+    if not autocast_bf16:
+        return run
+
+    def run_bf16(k: int) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            run(k)
+
+    return run_bf16
 
 
 def _interleaved(runners: dict, steps: int, warmup: int, rounds: int, sync) -> dict[str, dict]:
@@ -277,7 +285,14 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
             runners["sb3"] = _sb3_runner(data, obs_dim, action_dim, batch_size, device, seed)
         except ImportError:
             print_fn("stable-baselines3 not installed (pip install -e .[bench]); skipping SB3")
+    if str(device) == "cpu" and limit:
+        runners["ours_bf16"] = _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed,
+                                           autocast_bf16=True)
     speed = _interleaved(runners, steps, warmup, rounds, sync)
+    if "ours_bf16" in speed:
+        out["ours_sac_bf16_autocast_updates_per_s"] = speed["ours_bf16"][clock]
+        if "sb3" in speed:
+            out["sac_bf16_autocast_speedup_vs_sb3"] = speed["ours_bf16"][clock] / speed["sb3"][clock]
     out["ours_sac_updates_per_s"] = speed["ours"]["wall"]
     out["ours_sac_cpu_updates_per_s"] = speed["ours"]["cpu"]
     out["sb3_sac_updates_per_s"] = speed["sb3"]["wall"] if "sb3" in speed else None
@@ -301,6 +316,10 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
         if "sb3" in speed:
             out["sb3_fraction_of_limit"] = (speed["sb3"][clock] * out["sb3_update_flops"] / 1e9
                                             / out["gemm_limit_gflops"])
+            # the most any fp32 implementation of this update could gain over SB3 here: all of
+            # its FLOPs at the fastest GEMM rate and nothing else (no elementwise work, no Python)
+            out["fp32_bound_speedup_vs_sb3"] = (out["gemm_limit_gflops"] * 1e9 / out["sac_update_flops"]
+                                                / speed["sb3"][clock])
     if ensemble:
         # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
         runners = {k: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed,
@@ -337,6 +356,14 @@ def _print(out: dict, print_fn) -> None:
                  f" -> ours at {out['sac_achieved_gflops']:.1f} GFLOP/s = sac_fraction_of_limit "
                  f"{out['sac_fraction_of_limit']:.2f}"
                  + (f", SB3 {out['sb3_fraction_of_limit']:.2f}" if "sb3_fraction_of_limit" in out else ""))
+    if "fp32_bound_speedup_vs_sb3" in out:
+        print_fn(f"  fp32 bound: with every FLOP at the GEMM limit and no other work, an update would be "
+                 f"{out['fp32_bound_speedup_vs_sb3']:.2f}x SB3's rate (the most fp32 can give here)")
+    if "ours_sac_bf16_autocast_updates_per_s" in out:
+        print_fn(f"  ours sac under bf16 autocast (measured only; no preset uses it): "
+                 f"{out['ours_sac_bf16_autocast_updates_per_s']:8.1f} updates/s"
+                 + (f" = {out['sac_bf16_autocast_speedup_vs_sb3']:.2f}x SB3"
+                    if "sac_bf16_autocast_speedup_vs_sb3" in out else ""))
     if "redq10_updates_per_s" in out:
         print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
         print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
@@ -360,7 +387,8 @@ def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
         "sac_update_flops", "sb3_update_flops", "gemm_limit_gflops", "gemm_limit_path",
         "sac_fraction_of_limit", "sb3_fraction_of_limit", "redq10_vs_2_cost_ratio",
         "redq10_vs_2_cost_ratio_cpu", "redq10_vs_2_flop_ratio", "ours_sac_preset_overrides",
-        "redq_preset_overrides")}
+        "redq_preset_overrides", "fp32_bound_speedup_vs_sb3", "ours_sac_bf16_autocast_updates_per_s",
+        "sac_bf16_autocast_speedup_vs_sb3")}
     for t in threads:
         r = per[str(t)]
         summary[f"sac_speedup_vs_sb3_{t}thread"] = (

@@ -357,6 +357,15 @@ def speed_markdown(speed: dict) -> list[str]:
                   f"- **sac_fraction_of_limit = {speed['sac_fraction_of_limit']:.2f}** (ours "
                   f"{first['sac_achieved_gflops']:.1f} GFLOP/s)"
                   + (f"; SB3: {speed['sb3_fraction_of_limit']:.2f}" if speed.get("sb3_fraction_of_limit") else "")]
+        if speed.get("fp32_bound_speedup_vs_sb3"):
+            lines.append(f"- **fp32 bound: {speed['fp32_bound_speedup_vs_sb3']:.2f}x SB3**: the speed-up an update "
+                         "would have if all of its counted FLOPs ran at the GEMM limit above and nothing "
+                         "else took time; no fp32 implementation of this update can exceed it on this machine")
+        if speed.get("ours_sac_bf16_autocast_updates_per_s"):
+            lines.append(f"- ours under CPU bf16 autocast (measured for reference, not used by any preset: "
+                         f"learning curves not compared): {speed['ours_sac_bf16_autocast_updates_per_s']:.1f} "
+                         "updates/s" + (f" = {speed['sac_bf16_autocast_speedup_vs_sb3']:.2f}x SB3"
+                                        if speed.get("sac_bf16_autocast_speedup_vs_sb3") else ""))
         for t in speed["threads"][1:]:
             r = per[str(t)]
             lines.append(f"- {t} threads: GEMM limit {r['gemm_limit_gflops']:.1f} GFLOP/s (wall), "
@@ -364,7 +373,10 @@ def speed_markdown(speed: dict) -> list[str]:
     if speed.get("redq10_vs_2_cost_ratio"):
         lines += [f"- 10-critic redq update cost / 2-critic: **{first['redq10_vs_2_cost_ratio']:.2f}x** (wall), "
                   f"**{first['redq10_vs_2_cost_ratio_cpu']:.2f}x** (CPU time); the FLOP ratio of the two "
-                  f"updates is {speed['redq10_vs_2_flop_ratio']:.2f}x (redq preset, only num_critics differs)",
+                  f"updates is {speed['redq10_vs_2_flop_ratio']:.2f}x (redq preset, only num_critics differs), so "
+                  f"a cost ratio of 2x would need the 10-critic update to run at "
+                  f"{speed['redq10_vs_2_flop_ratio'] / 2:.2f}x the FLOP rate of the 2-critic one; it runs at "
+                  f"{speed['redq10_vs_2_flop_ratio'] / first['redq10_vs_2_cost_ratio_cpu']:.2f}x",
                   f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
                   f"{first['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)"]
     return lines + [""]
