@@ -196,6 +196,32 @@ class ArmSim:
         self._renderers.clear()
 
     # --------------------------------------------------------------------- sim-only helpers
+    def allow_past_stops(self, travel: float) -> None:
+        """Let servo set-points go up to `travel` rad past each joint's range (the gripper: the
+        same angle of its servo), so the MJCF joint range acts as a *mechanical stop*: a joint
+        limit the link presses against while its servo pushes on, as on a built arm whose horn
+        could turn further than the link can. Limits become as stiff as the physics step
+        allows (a plastic or metal stop, not a spring). For the emulators' plants (the
+        "physical" arm, whose servo firmware limits goals by its own registers); sim envs keep
+        the default, where a target outside the range is refused."""
+        t = float(travel)
+        if not (math.isfinite(t) and 0.0 <= t <= 1.0):
+            raise ConfigError(f"travel={travel!r}: choose 0..1 rad past the joint range")
+        m = self.model
+        arm_acts = [m.actuator(n).id for n in JOINT_NAMES]
+        g = m.actuator("gripper").id
+        m.actuator_actrange[arm_acts, 0] = self.spec.lower - t
+        m.actuator_actrange[arm_acts, 1] = self.spec.upper + t
+        lo_m, hi_m = m.joint("finger_left").range
+        m.actuator_actrange[g] = (lo_m - t * GRIPPER_M_PER_RAD, hi_m + t * GRIPPER_M_PER_RAD)
+        self._lo_tol = self.spec.lower - t - LIMIT_TOLERANCE
+        self._hi_tol = self.spec.upper + t + LIMIT_TOLERANCE
+        self._g_lo = self.spec.gripper_closed - t - LIMIT_TOLERANCE
+        self._g_hi = self.spec.gripper_open + t + LIMIT_TOLERANCE
+        stops = [m.joint(n).id for n in JOINT_NAMES + ("finger_left", "finger_right")]
+        m.jnt_solref[stops, 0] = 2.5 * m.opt.timestep     # MuJoCo's stiffest stable time constant
+        m.jnt_solref[stops, 1] = 1.0
+
     def set_state(self, q: np.ndarray, gripper: float, cube_pos=None, cube_quat=None,
                   target_pos=None) -> None:
         """Teleport to a joint configuration at rest (sim reset); set-points follow.
