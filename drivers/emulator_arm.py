@@ -53,14 +53,22 @@ class FirstOrderServos:
         pass
 
 
+#: how far (rad) a servo horn turns past its joint's range: goals up to this far out press
+#: the link against the joint's mechanical stop (the MJCF range) instead of being clipped
+SERVO_TRAVEL_RAD = 0.5
+
+
 class ArmSimPlant:
     """The MuJoCo arm as the plant: joint goals go to `ArmSim.command`, time to `advance`.
 
+    Each joint's MJCF range is a mechanical stop: a goal past it (a servo's own range is
+    wider, `servo_travel`) presses the link against the stop, which holds it there, as on a
+    built arm (what stop-based calibration, drivers/stop_calibration.py, relies on).
     Torque off is modelled as holding the present position (a back-driven STS servo under
     gearbox friction barely moves at these loads).
     """
 
-    def __init__(self, sim=None, **sim_kwargs):
+    def __init__(self, sim=None, servo_travel: float = SERVO_TRAVEL_RAD, **sim_kwargs):
         if sim is None:
             from robolearn.sim.arm import ArmSim
             sim = ArmSim(**sim_kwargs)
@@ -71,12 +79,14 @@ class ArmSimPlant:
         self.lower = np.append(np.asarray(spec.lower, float), g_lo)
         self.upper = np.append(np.asarray(spec.upper, float), g_hi)
         self.vmax = np.append(np.asarray(spec.max_velocity, float), float(np.max(spec.max_velocity)))
+        sim.allow_past_stops(servo_travel)
+        self._goal_lo, self._goal_hi = self.lower - servo_travel, self.upper + servo_travel
         st = sim.read()
         self.q = np.append(st.q, st.gripper)
 
     def step(self, goal: np.ndarray, torque: np.ndarray, dt: float):
-        # tick rounding can land a hair outside the joint range: the servo stops at its end
-        target = np.clip(np.where(torque, goal, self.q), self.lower, self.upper)
+        # the servo's own travel ends somewhere past the stop: goals beyond it are its end
+        target = np.clip(np.where(torque, goal, self.q), self._goal_lo, self._goal_hi)
         self.sim.command(target[:-1].copy(), float(target[-1]))
         self.sim.advance(dt)
         st = self.sim.read()

@@ -33,6 +33,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "export": ("robolearn.commands.export", "export a trained policy to ONNX or TorchScript for the robot"),
     "calibrate-sim": ("robolearn.commands.calibrate_sim",
                       "fit sim physics to episodes recorded on hardware; writes sim_params.toml"),
+    "calibrate-arm": ("robolearn.commands.calibrate_arm",
+                      "calibrate a servo arm's joint offsets against its mechanical stops; writes arm_calibration.json"),
     "reward": ("robolearn.commands.reward", "reward models: train DATASET --kind classifier|progress; eval --env ID --model DIR"),
 }
 

@@ -114,6 +114,7 @@ class ArmSim:
         self._closed = False
         #: simulator state writes (`set_state`) so far: physical resets must leave it unchanged
         self.teleports = 0
+        self._servo_steps: int | None = None     # servo re-planning period (physics steps); None: per period
         mujoco.mj_forward(m, self.data)
         self._target[:] = self.data.act[:6]
 
@@ -169,16 +170,54 @@ class ArmSim:
         if n <= 0:
             return 0.0
         d = self.data
-        # Set-point velocity that lands exactly on the target after n sub-steps; MuJoCo clamps
-        # ctrl to ctrlrange = the servo speed, so a far target is approached at full speed over
-        # several periods.
-        d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / (n * ts))
-        mujoco.mj_step(self.model, d, nstep=n)
+        if self._servo_steps is None or self._servo_steps >= n:
+            # Set-point velocity that lands exactly on the target after n sub-steps; MuJoCo
+            # clamps ctrl to ctrlrange = the servo speed, so a far target is approached at full
+            # speed over several periods.
+            d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / (n * ts))
+            mujoco.mj_step(self.model, d, nstep=n)
+        else:
+            self._replan(n)
         # Leave a ctrl that keeps heading for the target without passing it, for anyone who
-        # steps the physics outside `advance` (latency wrappers run the previous command on).
+        # steps the physics outside `advance` (latency wrappers use `coast`).
         d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / self.control_dt)
         self._state = None
         return 0.0
+
+    def _replan(self, n: int) -> None:
+        """n physics steps of a servo that re-plans every `_servo_steps`: each time it heads
+        for the target at up to its speed, landing on it within one servo period."""
+        d, k, ts = self.data, self._servo_steps, self.model.opt.timestep
+        done = 0
+        while done < n:
+            c = min(k, n - done)
+            d.ctrl[:6] = (self._target - d.act[:6]) * (1.0 / (c * ts))
+            mujoco.mj_step(self.model, d, nstep=c)
+            done += c
+
+    def set_servo_rate(self, hz: float | None) -> None:
+        """How often the servos re-plan toward their goal. None (the default, the training
+        sim): once per control period, so a small move is spread over the whole period. A
+        real servo re-plans at its own loop rate (hundreds of Hz and more) and so reaches a
+        small new goal at once, which `robolearn calibrate-sim` can fit (`servo_rate_hz`).
+        Rates at or below the control rate are the default behaviour."""
+        if hz is None:
+            self._servo_steps = None
+            return
+        if not (isinstance(hz, (int, float)) and math.isfinite(hz) and hz > 0):
+            raise ConfigError(f"servo rate {hz!r}: give a positive number of Hz (or None)")
+        self._servo_steps = max(1, int(round(1.0 / (float(hz) * self.model.opt.timestep))))
+
+    def coast(self, n: int) -> None:
+        """n physics steps on the command already given (what latency wrappers run before a
+        delayed command takes over), with the same servo model as `advance`."""
+        if n <= 0:
+            return
+        if self._servo_steps is None:
+            mujoco.mj_step(self.model, self.data, nstep=n)
+        else:
+            self._replan(n)
+        self._state = None
 
     def safe_stop(self) -> None:
         """Hold: the set-point stops where it is (servos keep torque, nothing moves on)."""
@@ -196,6 +235,32 @@ class ArmSim:
         self._renderers.clear()
 
     # --------------------------------------------------------------------- sim-only helpers
+    def allow_past_stops(self, travel: float) -> None:
+        """Let servo set-points go up to `travel` rad past each joint's range (the gripper: the
+        same angle of its servo), so the MJCF joint range acts as a *mechanical stop*: a joint
+        limit the link presses against while its servo pushes on, as on a built arm whose horn
+        could turn further than the link can. Limits become as stiff as the physics step
+        allows (a plastic or metal stop, not a spring). For the emulators' plants (the
+        "physical" arm, whose servo firmware limits goals by its own registers); sim envs keep
+        the default, where a target outside the range is refused."""
+        t = float(travel)
+        if not (math.isfinite(t) and 0.0 <= t <= 1.0):
+            raise ConfigError(f"travel={travel!r}: choose 0..1 rad past the joint range")
+        m = self.model
+        arm_acts = [m.actuator(n).id for n in JOINT_NAMES]
+        g = m.actuator("gripper").id
+        m.actuator_actrange[arm_acts, 0] = self.spec.lower - t
+        m.actuator_actrange[arm_acts, 1] = self.spec.upper + t
+        lo_m, hi_m = m.joint("finger_left").range
+        m.actuator_actrange[g] = (lo_m - t * GRIPPER_M_PER_RAD, hi_m + t * GRIPPER_M_PER_RAD)
+        self._lo_tol = self.spec.lower - t - LIMIT_TOLERANCE
+        self._hi_tol = self.spec.upper + t + LIMIT_TOLERANCE
+        self._g_lo = self.spec.gripper_closed - t - LIMIT_TOLERANCE
+        self._g_hi = self.spec.gripper_open + t + LIMIT_TOLERANCE
+        stops = [m.joint(n).id for n in JOINT_NAMES + ("finger_left", "finger_right")]
+        m.jnt_solref[stops, 0] = 2.5 * m.opt.timestep     # MuJoCo's stiffest stable time constant
+        m.jnt_solref[stops, 1] = 1.0
+
     def set_state(self, q: np.ndarray, gripper: float, cube_pos=None, cube_quat=None,
                   target_pos=None) -> None:
         """Teleport to a joint configuration at rest (sim reset); set-points follow.

@@ -60,6 +60,29 @@ class ArmKinematics:
         self._set(q)
         return self.data.site_xpos[self.site_id].copy()
 
+    def link_points(self, q) -> np.ndarray:
+        """(n, 3) world positions of the body origins, geom centres and sites of the links that
+        swing (everything past the shoulder's turntable) for joint angles `q`: what a motion's
+        clearance check (table, base) looks at."""
+        self._set(q)
+        m, d = self.model, self.data
+        if not hasattr(self, "_link_ids"):
+            turntable = m.jnt_bodyid[m.joint(JOINT_NAMES[0]).id]
+
+            def swings(b):
+                while b > 0:
+                    if m.body_parentid[b] == turntable:
+                        return True
+                    b = m.body_parentid[b]
+                return False
+
+            moving = {b for b in range(m.nbody) if swings(b)}
+            self._link_ids = (sorted(moving),
+                              [g for g in range(m.ngeom) if m.geom_bodyid[g] in moving],
+                              [s for s in range(m.nsite) if m.site_bodyid[s] in moving])
+        bodies, geoms, sites = self._link_ids
+        return np.concatenate((d.xpos[bodies], d.geom_xpos[geoms], d.site_xpos[sites]))
+
     def fk_pose(self, q) -> tuple[np.ndarray, np.ndarray]:
         """Grasp-point position and 3x3 rotation matrix (columns: site axes in world)."""
         self._set(q)

@@ -9,7 +9,8 @@ How the sub-step part works: every sim backend runs `sim.n_substeps` physics ste
 `D` physics steps = `k` whole control periods + `m` extra physics steps is applied as
 - `k`: a queue, the action given at step t is applied at step t + k (zeros before that);
 - `m`: at the start of each step the physics runs `m` steps with the previous command still in
-  `data.ctrl` (`mujoco.mj_step` on the shared model/data, then `mj_forward` to resync), and the
+  `data.ctrl` (`coast`: the backend's `sim.coast(m)` where it models its servos, else
+  `mujoco.mj_step` on the shared model/data; then `mj_forward` to resync), and the
   env then steps the remaining `n_substeps - m` with the new command.
 The wrappers check that simulated time moved by exactly the number of physics steps they asked
 for, and raise `ConfigError` on a backend that ignores `n_substeps`.
@@ -60,6 +61,16 @@ def step_with_substeps(env: gym.Env, sim, n: int, action):
     if not out[2]:
         check_advanced(sim, t0, n)
     return out
+
+
+def coast(sim, n: int) -> None:
+    """n physics steps on the command already in `data.ctrl`, through the backend's own servo
+    model where it has one (`sim.coast(n)`: ArmSim re-planning servos), else `mj_step`."""
+    step = getattr(sim, "coast", None)
+    if step is not None:
+        step(n)
+    else:
+        mujoco.mj_step(sim.model, sim.data, nstep=n)
 
 
 def check_advanced(sim, t0: float, n: int) -> None:
@@ -124,7 +135,7 @@ class ActionLatency(gym.Wrapper):
             m = min(self._m, n - 1)          # the new command always gets >= 1 physics step
             t0 = float(sim.data.time)
             if m > 0:
-                mujoco.mj_step(sim.model, sim.data, nstep=m)   # previous command still in ctrl
+                coast(sim, m)                                  # the previous command still acts
                 mujoco.mj_forward(sim.model, sim.data)         # resync derived quantities
             obs, reward, terminated, truncated, info = step_with_substeps(self.env, sim, n - m, applied)
             if not terminated:

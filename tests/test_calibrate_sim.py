@@ -125,3 +125,82 @@ def test_calibrate_sim_bad_inputs(tmp_path):
                         "--out", str(tmp_path / "o.toml"), "--params", "warp_factor"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "warp_factor" in r.stderr and "servo_gain_scale" in r.stderr
+
+
+def test_replay_commands_from_the_measured_start_like_the_hardware(tmp_path):
+    """Hardware starts each episode's commanded pose at the *measured* one (`start_episode`):
+    soft servos that sag under gravity start a little below home, and every later target is
+    relative to that. The replay must do the same, or the sag biases every replayed target
+    (the previous replay, kept in the bench as `HomeStartReplayer`)."""
+    from robolearn.bench.sim2real import HomeStartReplayer
+    from robolearn.sim.sysid import Recorded, Replayer
+
+    p = tmp_path / "soft.toml"
+    save_sim_params(p, "arm", {"servo_gain_scale": 0.3})
+    env = make_env("robolearn/ArmReach-v0", sim_params=str(p),
+                   env_kwargs={"action_mode": "joint", "control_hz": 20.0, "reset_mode": "physical"})
+    rng = np.random.default_rng(0)
+    eps = []
+    try:
+        for ep in range(2):
+            obs, _ = env.reset(seed=ep)
+            states, acts = [obs["state"].copy()], []
+            for _ in range(30):
+                a = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+                obs, *_ = env.step(a)
+                states.append(obs["state"].copy())
+                acts.append(a)
+            eps.append(Recorded(seed=ep, state=np.array(states), action=np.array(acts)))
+    finally:
+        env.close()
+    now = Replayer("robolearn/ArmReach-v0", 20.0, eps).error({"servo_gain_scale": 0.3})
+    before = HomeStartReplayer("robolearn/ArmReach-v0", 20.0, eps).error({"servo_gain_scale": 0.3})
+    assert now < 0.005 and now < 0.5 * before, (now, before)
+
+
+def test_servo_rate_reaches_small_goals_at_once_and_latency_never_overshoots(tmp_path):
+    """`servo_rate_hz`: a servo that re-plans at its own rate reaches a small new goal within a
+    few ms instead of spreading it over the control period; a latency wrapper's extra physics
+    steps (`coast`) keep the same servo model, so nothing overshoots or drifts."""
+    from robolearn.sim.arm import ArmSim
+
+    def after_one_period(rate):
+        """How far pan has moved one control period after a 0.05 rad goal (settled before)."""
+        sim = ArmSim(control_hz=10.0)
+        q0 = np.array([0.0, 0.0, 0.4, -0.4, 0.0])
+        sim.set_state(q0, 0.8)
+        sim.set_servo_rate(rate)
+        for _ in range(5):
+            sim.command(q0, 0.8)
+            sim.advance(sim.control_dt)
+        start = float(sim.data.qpos[0])
+        q1 = q0.copy()
+        q1[0] += 0.05
+        sim.command(q1, 0.8)
+        sim.advance(sim.control_dt)
+        return float(sim.data.qpos[0]) - start
+
+    default = after_one_period(None)            # the set-point ramps over the whole period:
+    assert 0.02 < default < 0.04                # the joint still trails it at the period's end
+    assert after_one_period(200.0) > 0.045      # there at once, settled by the period's end
+    assert after_one_period(5.0) == default     # at or below the control rate: the default
+
+    p = tmp_path / "fast.toml"
+    save_sim_params(p, "arm", {"servo_rate_hz": 200.0, "latency_ms": 30.0})
+    env = make_env("robolearn/ArmReach-v0", sim_params=str(p), env_kwargs={"action_mode": "joint"})
+    try:
+        env.reset(seed=0)
+        sim = env.unwrapped.sim
+        home = sim.data.act[:5].copy()
+        for _ in range(5):
+            env.step(np.append(np.zeros(5), 1.0).astype(np.float32))
+        assert np.abs(sim.data.act[:5] - home).max() < 1e-9          # zero actions: no drift
+        a = np.append([1.0, 0, 0, 0, 0], 1.0).astype(np.float32)
+        peak = -np.inf
+        for _ in range(6):
+            env.step(a)
+            peak = max(peak, float(sim.data.act[0] - home[0]))
+            a[0] = 0.0
+        assert peak == pytest.approx(0.15, abs=1e-6)                  # one step of 0.15 rad, no more
+    finally:
+        env.close()

@@ -160,3 +160,40 @@ def test_bad_launch_files(tmp_path, pretrained):
     r = subprocess.run(_cli("finetune", str(ROOT / "launch/sim_arm_reach_async.toml")), cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "no [finetune] table" in r.stderr
+
+
+def test_session_calibrates_the_emulated_arm_before_the_zero_shot(tmp_path, pretrained):
+    """finetune.calibrate_arm: the stop calibration runs on the freshly started emulated arm
+    (hard reality: hidden encoder offsets) through the actor's port; every robot env of the
+    session then reads RUN/arm_calibration.json."""
+    from robolearn.drivers.calibration import RAD_PER_TICK, Calibration
+    from robolearn.drivers.reality import load_reality
+
+    launch = _launch(tmp_path, pretrained, reality="hard", calibrate_arm=True)
+    r = subprocess.run(_cli("finetune", str(launch), "--zero-shot-only", "--quiet"), cwd=ROOT,
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "session"
+    rep = json.loads((run / "session_report.json").read_text())
+    cal = Calibration.load(run / "arm_calibration.json")
+    assert rep["arm_calibration"]["file"] == str(run / "arm_calibration.json")
+    assert set(rep["arm_calibration"]["joints"]) == set(cal.names)
+    hidden = load_reality("hard").arm.joint_offsets_rad
+    for name, off in zip(cal.names, hidden):
+        assert abs((cal[name].offset - 2048) * RAD_PER_TICK - off) < 0.004, (name, cal[name])
+    assert rep["zero_shot"]["episodes"] == 2 and rep["zero_shot"]["true_success_rate"] is not None
+    resolved = (run / "finetune_launch.toml").read_text()
+    assert "arm_calibration.json" in resolved           # what the actor would have read
+    assert rep["episodes"] == 0 and not (run / "episodes").exists()
+
+
+def test_calibrate_arm_needs_an_arm_and_a_robot(tmp_path, pretrained):
+    from robolearn.errors import ConfigError
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.config import config_from_dict, load_launch
+
+    with pytest.raises(ConfigError, match="calibrate_arm is for servo arms"):
+        config_from_dict({"env": "robolearn/CarLap-v0", "finetune": {"checkpoint": "x", "calibrate_arm": True}})
+    cfg = load_launch(_launch(tmp_path, pretrained, calibrate_arm=True))   # sim backend: no robot
+    with pytest.raises(ConfigError, match="needs the robot"):
+        F.calibrate_robot_arm(cfg, tmp_path)

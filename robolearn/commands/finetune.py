@@ -9,6 +9,8 @@ stops both, which checkpoints the learner and commits the episode in progress.
 """
 from __future__ import annotations
 
+import argparse
+
 HELP = ("Fine-tune a sim-pretrained policy on the robot (or the emulated robot): zero-shot eval, "
         "learner + recording actor, final eval, session report. See docs/finetune.md.")
 
@@ -25,6 +27,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--checkpoint", help="sim-pretrained run folder (overrides finetune.checkpoint)")
     parser.add_argument("--reality", help="emulate the robot with this reality file "
                                           "(overrides finetune.reality)")
+    parser.add_argument("--load", choices=("agent", "policy", "none"),
+                        help="what to take from the checkpoint (overrides finetune.load; none: the "
+                             "from-scratch baseline with the same networks)")
+    parser.add_argument("--calibrate-arm", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the stop calibration on the arm first (overrides finetune.calibrate_arm)")
+    parser.add_argument("--zero-shot-only", action="store_true",
+                        help="only the zero-shot evaluation of the pretrained policy on the robot (and "
+                             "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
 
 
@@ -57,6 +67,14 @@ def run(args) -> int:
         ft.checkpoint = args.checkpoint
     if args.reality:
         ft.reality = args.reality
+    if args.load:
+        ft.load = args.load
+    if args.calibrate_arm is not None:
+        ft.calibrate_arm = args.calibrate_arm
+        cfg.validate()
+    if args.zero_shot_only and (ft.load == "none" or not ft.zero_shot_episodes):
+        raise ConfigError("--zero-shot-only evaluates the pretrained policy: it needs finetune.load "
+                          "\"agent\" or \"policy\" and zero_shot_episodes > 0")
     F.resolve_agent(cfg)
     run_dir = cfg.run_dir()
     if (run_dir / "session_report.json").exists():
@@ -72,6 +90,11 @@ def run(args) -> int:
             cfg.env_kwargs.update(emulator.env_kwargs())
             ft.truth_url = emulator.truth_url
             print(f"emulated robot: {emulator.describe()}", flush=True)
+        arm_calibration = None
+        if ft.calibrate_arm:
+            print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
+            arm_calibration = F.calibrate_robot_arm(cfg, run_dir)
+            print(f"arm calibration: {json.dumps(arm_calibration)}", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -93,6 +116,8 @@ def run(args) -> int:
                         "checkpoint": ft.checkpoint, "reality": ft.reality or None,
                         "budget_env_steps": lc.total_env_steps,
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
+        if arm_calibration is not None:
+            report_extra["arm_calibration"] = arm_calibration
 
         if ft.zero_shot_episodes and ft.load == "none":
             print("finetune.load = \"none\" (from scratch): no zero-shot evaluation of a pretrained policy",
@@ -102,6 +127,12 @@ def run(args) -> int:
                   flush=True)
             report_extra["zero_shot"] = F.evaluate_checkpoint(cfg, ft.checkpoint, ft.zero_shot_episodes)
             print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
+        if args.zero_shot_only:
+            report_extra["zero_shot_only"] = True
+            report = F.session_report(run_dir, hz, report_extra)
+            print(f"session report: {run_dir / 'session_report.json'}", flush=True)
+            print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration")}), flush=True)
+            return 0
 
         stopping = {"signal": None}
         old = {s: signal.signal(s, lambda signum, frame: stopping.__setitem__("signal", signum))

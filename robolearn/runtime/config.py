@@ -88,6 +88,8 @@ class FinetuneConfig:
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     record: bool = True              # every actor episode to RUN/episodes (crash-safe)
     reality: str = ""                # start an emulator with this reality file (tests, benches)
+    calibrate_arm: bool = False      # stop calibration (robolearn calibrate-arm) on the robot first;
+                                     # the session then uses RUN/arm_calibration.json
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -157,6 +159,10 @@ class LaunchConfig:
                 raise ConfigError(f"finetune.load={ft.load!r}: choose one of {', '.join(LOADS)}")
             for name in ("warmup_episodes", "zero_shot_episodes", "final_episodes"):
                 _int_at_least(ft, name, 0, "finetune.")
+            if not isinstance(ft.calibrate_arm, bool):
+                raise ConfigError(f"finetune.calibrate_arm={ft.calibrate_arm!r}: true or false")
+            if ft.calibrate_arm and not self.env.split("/")[-1].startswith("Arm"):
+                raise ConfigError(f"finetune.calibrate_arm is for servo arms; {self.env} is not one")
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")

@@ -334,6 +334,37 @@ def make_robot_env(cfg):
     return _make_env(cfg)
 
 
+def calibrate_robot_arm(cfg, run_dir: Path) -> dict:
+    """Stop calibration (drivers/stop_calibration.py) on the session's arm, through the port the
+    actor will use: writes RUN/arm_calibration.json and points env_kwargs.calibration at it, so
+    the zero-shot evaluation, the actor and the final evaluation all read it. An existing
+    env_kwargs.calibration is the starting point (IDs, directions, rough offsets)."""
+    from robolearn.drivers.calibration import Calibration
+    from robolearn.drivers.real import bus_protocol, default_arm_spec
+    from robolearn.drivers.servo_bus import ServoBus
+    from robolearn.drivers.stop_calibration import calibrate_against_stops, joint_names
+
+    kw = cfg.env_kwargs
+    if kw.get("backend") != "real" or not kw.get("port"):
+        raise ConfigError("finetune.calibrate_arm needs the robot: set [env_kwargs] backend = \"real\" "
+                          "and port, or finetune.reality for the emulated arm")
+    spec = default_arm_spec()
+    initial = kw.get("calibration")
+    if isinstance(initial, (str, Path)):
+        initial = Calibration.load(initial, required=joint_names(spec))
+    elif initial is not None:
+        raise ConfigError(f"env_kwargs.calibration = {initial!r}: give a calibration JSON path")
+    with ServoBus(kw["port"], baudrate=int(kw.get("baudrate", 1_000_000)),
+                  timeout=float(kw.get("timeout", 0.05)),
+                  protocol=bus_protocol(kw.get("protocol", "feetech"))) as bus:
+        res = calibrate_against_stops(bus, spec, initial, log=lambda line: print(f"calibrate-arm: {line}",
+                                                                                 flush=True))
+    path = Path(run_dir) / "arm_calibration.json"
+    res.calibration.save(path)
+    kw["calibration"] = str(path)
+    return {"file": str(path), **res.summary()}
+
+
 class EmulatedRobotSession:
     """`robolearn emulate` in its own process for a session: port, cameras, truth, calibration."""
 
