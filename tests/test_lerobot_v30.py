@@ -4,11 +4,17 @@ The real package cannot run in this suite: lerobot 0.4.4 (the newest release for
 pins torch<2.11 while the project pins torch 2.13.0, lerobot 0.6.x needs Python >= 3.12, and
 its torchvision import fails beside torch 2.13 CPU (`torchvision::nms does not exist`). So
 `LeRobotV30Reader` below mirrors LeRobot's loader code paths (src/lerobot/datasets/
-lerobot_dataset.py and utils.py of 0.4.4): info.json + version check, tasks.parquet looked up
-by its pandas index, episodes from meta/episodes/*/*.parquet, frames from data/*/*.parquet
-concatenated in sorted path order, data/video files resolved from the per-episode chunk/file
-indices with the info.json templates, and frames decoded at `from_timestamp + timestamp` with
-the nearest-frame-within-tolerance rule. `test_real_lerobot_dataset_loads_the_export` runs
+lerobot_dataset.py, utils.py and video_utils.py of 0.4.4, read from the released wheel):
+info.json + version check; tasks.parquet read as pandas does and looked up by position
+(`tasks.iloc[task_index].name`); episodes from meta/episodes/*/*.parquet, looked up by row
+(`meta.episodes[ep_idx]`); frames from data/*/*.parquet concatenated in sorted path order and
+cast to the `datasets.Features` that `get_hf_features_from_features` derives from info.json
+(the columns must be exactly those features, with castable types); the cache-sufficiency
+check (every episode present, every video file there; otherwise LeRobot goes to the Hub);
+data/video files resolved from the per-episode chunk/file indices with the info.json
+templates; and frames decoded at `from_timestamp + timestamp` both ways LeRobot decodes them:
+pyav's nearest frame within tolerance, and torchcodec's frame `round(ts * average_fps)`
+whose timestamp must lie within tolerance. `test_real_lerobot_dataset_loads_the_export` runs
 the real `LeRobotDataset` wherever it imports (e.g. a Python 3.12 env with lerobot installed).
 """
 import json
@@ -20,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
@@ -47,13 +54,40 @@ def dataset(tmp_path_factory):
     return root
 
 
-def _pts(path: Path) -> np.ndarray:
-    """Presentation timestamps of every frame, as a decoder reports them (ffmpeg showinfo)."""
+def _pts(path: Path) -> tuple[np.ndarray, float]:
+    """Presentation timestamps of every frame, as a decoder reports them (ffmpeg showinfo), and
+    the stream's average frame rate from its header (torchcodec's `metadata.average_fps`)."""
     import imageio_ffmpeg
 
     r = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(path), "-vf", "showinfo",
                         "-f", "null", "-"], capture_output=True, text=True, timeout=60)
-    return np.array([float(t) for t in re.findall(r"pts_time:([0-9.]+)", r.stderr)])
+    fps = re.search(r"Video: .*?, ([0-9.]+) fps", r.stderr)
+    assert fps, r.stderr[-500:]
+    return np.array([float(t) for t in re.findall(r"pts_time:([0-9.]+)", r.stderr)]), float(fps.group(1))
+
+
+def _hf_arrow_types(features: dict) -> dict:
+    """`get_hf_features_from_features` (utils.py), as the arrow types `datasets` casts to:
+    shape (1,) -> Value(dtype), shape (N,) -> Sequence(length=N) (a fixed-size list)."""
+    out = {}
+    for key, ft in features.items():
+        if ft["dtype"] == "video":
+            continue
+        assert ft["dtype"] != "image" and len(ft["shape"]) == 1, (key, ft)  # not written by the export
+        value = pa.from_numpy_dtype(np.dtype(ft["dtype"]))
+        out[key] = value if tuple(ft["shape"]) == (1,) else pa.list_(value, ft["shape"][0])
+    return out
+
+
+def _castable(col: pa.ChunkedArray, want: pa.DataType) -> bool:
+    """What `datasets.table.cast_array_to_feature` accepts here: the same scalar type, or a list
+    of the value type whose rows all have the fixed length."""
+    if pa.types.is_fixed_size_list(want):
+        if not (pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type)):
+            return False
+        lengths = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
+        return col.type.value_type == want.value_type and bool((lengths == want.list_size).all())
+    return col.type == want
 
 
 class LeRobotV30Reader:
@@ -68,23 +102,37 @@ class LeRobotV30Reader:
         for key in ("fps", "features", "data_path", "video_path", "chunks_size", "total_episodes",
                     "total_frames", "data_files_size_in_mb", "video_files_size_in_mb"):
             assert key in self.info, key
-        # load_tasks: pd.read_parquet -> DataFrame indexed by the task string
+        for ft in self.info["features"].values():           # load_info
+            assert "dtype" in ft and "shape" in ft and "names" in ft, ft
+        # load_tasks: pd.read_parquet -> DataFrame indexed by the task string (pandas metadata)
         t = pq.read_table(self.root / "meta" / "tasks.parquet")
         pmeta = json.loads(t.schema.metadata[b"pandas"])
         (index_col,) = pmeta["index_columns"]
-        self.tasks = dict(zip(t.column("task_index").to_pylist(), t.column(index_col).to_pylist()))
-        # load_episodes: load_nested_dataset(meta/episodes) = sorted glob("*/*.parquet"), stats/ dropped
+        self.tasks = t.column(index_col).to_pylist()          # row order: tasks.iloc[i].name
+        assert t.column("task_index").to_pylist() == list(range(len(self.tasks)))
+        # load_episodes: load_nested_dataset(meta/episodes) = sorted glob("*/*.parquet"), stats/ dropped;
+        # meta.episodes[ep_idx] is a row position
         ep_files = sorted((self.root / "meta" / "episodes").glob("*/*.parquet"))
         assert ep_files, "meta/episodes has no parquet file"
         eps = pa.concat_tables([pq.read_table(p) for p in ep_files]).to_pylist()
-        self.episodes = {e["episode_index"]: e for e in eps}
-        self.episode_stats = {e["episode_index"]: {k: v for k, v in e.items() if k.startswith("stats/")}
-                              for e in eps}
-        # load_hf_dataset: load_nested_dataset(data) concatenates every data file in path order
+        self.episodes = [{k: v for k, v in e.items() if not k.startswith("stats/")} for e in eps]
+        self.episode_stats = [{k: v for k, v in e.items() if k.startswith("stats/")} for e in eps]
+        # load_hf_dataset: load_nested_dataset(data, features=get_hf_features_from_features(...))
+        # concatenates every data file in path order and casts it to those features
         data_files = sorted((self.root / "data").glob("*/*.parquet"))
-        self.hf = pa.concat_tables([pq.read_table(p) for p in data_files]).to_pydict()
+        table = pa.concat_tables([pq.read_table(p) for p in data_files])
+        want = _hf_arrow_types(self.info["features"])
+        assert set(table.column_names) == set(want), (sorted(table.column_names), sorted(want))
+        for key, typ in want.items():
+            assert _castable(table.column(key), typ), (key, table.column(key).type, typ)
+        self.hf = table.to_pydict()
         self.video_keys = [k for k, f in self.info["features"].items() if f["dtype"] == "video"]
-        self._videos: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
+        self._videos: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
+        # _check_cached_episodes_sufficient: otherwise LeRobotDataset downloads from the Hub
+        assert set(range(self.info["total_episodes"])) <= set(self.hf["episode_index"])
+        for ep_idx in range(self.info["total_episodes"]):
+            for key in self.video_keys:
+                assert self.video_file(ep_idx, key).is_file(), self.video_file(ep_idx, key)
 
     def __len__(self):
         return self.info["total_frames"]
@@ -100,15 +148,21 @@ class LeRobotV30Reader:
             video_key=key, chunk_index=e[f"videos/{key}/chunk_index"], file_index=e[f"videos/{key}/file_index"])
 
     def _decode(self, path: Path, timestamps: list[float]) -> np.ndarray:
-        """decode_video_frames: the nearest frame to each query, which must lie within tolerance."""
+        """decode_video_frames, both backends: pyav (decode_video_frames_torchvision) takes the
+        nearest frame, which must lie within tolerance; torchcodec takes frame
+        round(ts * average_fps), whose timestamp must lie within tolerance. Both must agree."""
         if path not in self._videos:
-            self._videos[path] = (read_video(path), _pts(path))
-        frames, pts = self._videos[path]
+            self._videos[path] = (read_video(path), *_pts(path))
+        frames, pts, average_fps = self._videos[path]
         assert len(frames) == len(pts)
         out = []
         for ts in timestamps:
             i = int(np.argmin(np.abs(pts - ts)))
             assert abs(pts[i] - ts) < TOLERANCE_S, f"{path.name}: no frame within {TOLERANCE_S}s of {ts}"
+            j = round(ts * average_fps)                     # torchcodec's get_frames_at(indices)
+            assert j < len(pts) and abs(pts[j] - ts) < TOLERANCE_S, \
+                f"{path.name}: torchcodec's frame {j} for {ts} s is at {pts[min(j, len(pts) - 1)]} s"
+            assert i == j
             out.append(frames[i])
         return np.stack(out)
 
