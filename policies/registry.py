@@ -18,8 +18,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"
     "sac": {},
     # Chen et al. 2021, "Randomized Ensembled Double Q-Learning" (N=10, M=2, G=20). Target
-    # entropy -|A|: the reference code's per-task values are MBPO's MuJoCo table, with -|A|
-    # ('auto') as its fallback for any other task, which is what ours are (docs/learners.md).
+    # entropy -|A|, the reference code's 'auto': its default 'mbpo' is a per-task table for five
+    # MuJoCo tasks that has no entry for ours (docs/learners.md "Fidelity").
     "redq": dict(num_critics=10, num_target_min=2, actor_q="mean", utd=20, policy_delay=0),
     # Hiraoka et al. 2022, "Dropout Q-Functions for Doubly Efficient RL" (built on REDQ's
     # code: same target-entropy rule as redq)

@@ -45,6 +45,17 @@ def test_rlpd_three_layer_layernorm_critics_and_actor():
 def test_redq_droq_target_entropy_is_minus_action_dim():
     for algo in ("redq", "droq"):
         assert make_agent(algo, STATE, ACT).target_entropy == -4.0, algo
+        # the documented per-task route: MBPO's table is mostly -|A|/2
+        assert make_agent(algo, STATE, ACT, target_entropy_scale=0.5).target_entropy == -2.0, algo
+
+
+def test_rlpd_documented_variants_build():
+    """docs/learners.md "Fidelity": AntMaze's 1-critic target min and the locomotion settings."""
+    ant = make_agent("rlpd", STATE, ACT, num_target_min=1)
+    assert ant.config.num_target_min == 1 and ant.critic.num_critics == 10
+    loco = make_agent("rlpd", STATE, ACT, backup_entropy=True, critic_hidden=(256, 256),
+                      actor_hidden=(256, 256))
+    assert loco.config.backup_entropy and [m.weight.shape[-1] for m in hidden_linears(loco.critic.mlp)] == [256, 256]
 
 
 def test_crossq_critic_batch_renorm_no_target():
