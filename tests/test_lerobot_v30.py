@@ -1,10 +1,14 @@
-"""LeRobot v3.0 export, read back the way LeRobot 0.4's `LeRobotDataset` reads a local root.
+"""LeRobot v3.0 export, read back by the real `lerobot` package and by a mirror of its read path.
 
-The real package cannot run in this suite: lerobot 0.4.4 (the newest release for Python 3.11)
-pins torch<2.11 while the project pins torch 2.13.0, lerobot 0.6.x needs Python >= 3.12, and
-its torchvision import fails beside torch 2.13 CPU (`torchvision::nms does not exist`). So
-`LeRobotV30Reader` below mirrors LeRobot's loader code paths (src/lerobot/datasets/
-lerobot_dataset.py, utils.py and video_utils.py of 0.4.4, read from the released wheel):
+The real package cannot share the project's venv: lerobot 0.4.4 (the newest release for Python
+3.11; 0.6.x needs Python >= 3.12) pins torch<2.11 while the project pins torch 2.13.0, and
+PyPI's torchvision wheels are CUDA builds whose ops cannot load beside the CPU torch
+(`torchvision::nms does not exist`). It runs in a side environment instead:
+`test_real_lerobot_dataset_loads_the_export` runs tests/lerobot_real_check.py (real
+`LeRobotDataset`, local root, no Hub) in ROBOLEARN_LEROBOT_PYTHON, or here if lerobot imports.
+So that the suite checks the format without it, `LeRobotV30Reader` below mirrors LeRobot's
+loader code paths (src/lerobot/datasets/lerobot_dataset.py, utils.py and video_utils.py of
+0.4.4, read from the released wheel):
 info.json + version check; tasks.parquet read as pandas does and looked up by position
 (`tasks.iloc[task_index].name`); episodes from meta/episodes/*/*.parquet, looked up by row
 (`meta.episodes[ep_idx]`); frames from data/*/*.parquet concatenated in sorted path order and
@@ -14,8 +18,7 @@ check (every episode present, every video file there; otherwise LeRobot goes to 
 data/video files resolved from the per-episode chunk/file indices with the info.json
 templates; and frames decoded at `from_timestamp + timestamp` both ways LeRobot decodes them:
 pyav's nearest frame within tolerance, and torchcodec's frame `round(ts * average_fps)`
-whose timestamp must lie within tolerance. `test_real_lerobot_dataset_loads_the_export` runs
-the real `LeRobotDataset` wherever it imports (e.g. a Python 3.12 env with lerobot installed).
+whose timestamp must lie within tolerance.
 """
 import json
 import os
@@ -258,32 +261,67 @@ def test_v21_stays_available(dataset, tmp_path):
         export_lerobot(dataset, tmp_path / "x", version="v2.0")
 
 
-def _import_lerobot_dataset():
-    try:
-        from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    except Exception as exc:  # noqa: BLE001 - any import failure means "cannot run here"
-        pytest.skip(f"the real lerobot package cannot be imported here ({type(exc).__name__}: {exc}). "
-                    "lerobot 0.4.4 (newest for Python 3.11) pins torch<2.11 but the project pins "
-                    "torch 2.13.0; lerobot 0.6.x needs Python >= 3.12; its torchvision import fails "
-                    "beside torch 2.13 CPU. LeRobotV30Reader above mirrors its read path instead.")
-    return LeRobotDataset
+# ---------------------------------------------------------------- the real lerobot package
+CHECKER = Path(__file__).with_name("lerobot_real_check.py")
+NO_LEROBOT = (
+    "the real lerobot package is not importable here and ROBOLEARN_LEROBOT_PYTHON is not set. "
+    "lerobot 0.4.4 (the newest for Python 3.11; 0.6.x needs Python >= 3.12) pins torch<2.11 "
+    "while the project pins torch 2.13.0, and PyPI's torchvision wheels are CUDA builds that "
+    "cannot load beside the CPU torch (`torchvision::nms does not exist`), so it cannot share "
+    "this venv. Give it its own: `python3.11 -m venv L && L/bin/pip install lerobot==0.4.4`, "
+    "then ROBOLEARN_LEROBOT_PYTHON=L/bin/python (docs/datasets.md). LeRobotV30Reader above "
+    "mirrors its read path meanwhile.")
 
 
-def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path):
-    LeRobotDataset = _import_lerobot_dataset()
-    out = tmp_path / "real"
-    export_lerobot(dataset, out, task="reach")
-    lr = LeRobotDataset("local/robolearn-export", root=out)
-    src = Dataset(dataset)
-    assert lr.num_episodes == 3 and lr.fps == 10
-    idx = 0
-    for i in src.indices:
+def _lerobot_python() -> list[str]:
+    """The interpreter that runs lerobot_real_check.py: this one if lerobot imports here, else
+    ROBOLEARN_LEROBOT_PYTHON (a side environment); skip when there is neither."""
+    import importlib.util
+
+    if importlib.util.find_spec("lerobot") is not None:
+        return [sys.executable]
+    side = os.environ.get("ROBOLEARN_LEROBOT_PYTHON")
+    if not side:
+        pytest.skip(NO_LEROBOT)
+    return [side]
+
+
+def _expected(src: Dataset, task: str, path: Path) -> Path:
+    """The source's per-frame values in LeRobot's frame order, for the checker."""
+    act, state, frames, ep_idx, frame_idx = [], [], [], [], []
+    for n, i in enumerate(src.indices):
         ep = src.episode(i)
-        for k in (0, ep.steps - 1):
-            item = lr[idx + k]
-            np.testing.assert_allclose(item["action"].numpy(), ep.data["action"][k], atol=1e-6)
-            np.testing.assert_allclose(item["observation.state"].numpy(), ep.data["obs.state"][k], atol=1e-6)
-            frame = (item[CAM].permute(1, 2, 0).numpy() * 255).round().astype(int)
-            assert np.abs(frame - ep.frames("front")[k].astype(int)).mean() < 6
-            assert item["task"] == "reach"
-        idx += ep.steps
+        act.append(ep.data["action"])
+        state.append(ep.data["obs.state"][:ep.steps])
+        frames.append(ep.frames("front")[:ep.steps])
+        ep_idx += [n] * ep.steps
+        frame_idx += list(range(ep.steps))
+    np.savez(path, action=np.concatenate(act).astype(np.float32), state=np.concatenate(state).astype(np.float32),
+             frames=np.concatenate(frames), episode_index=np.array(ep_idx), frame_index=np.array(frame_idx),
+             task=np.array(task))
+    return path
+
+
+@pytest.mark.parametrize("layout", ["default", "rolled-over"])
+def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path, layout):
+    """lerobot 0.4.4's own `LeRobotDataset(repo_id, root=OUT)` loads the v3.0 export: every frame's
+    action, state, indices, task and decoded camera frame match the source (each video backend
+    in ROBOLEARN_LEROBOT_BACKENDS, default pyav; torchcodec, LeRobot's default, needs the
+    system's FFmpeg libraries). The v2.1 export is refused with BackwardCompatibilityError."""
+    python = _lerobot_python()
+    out = tmp_path / "real"
+    small = dict(data_files_size_in_mb=1e-6, video_files_size_in_mb=1e-6, chunks_size=2)
+    export_lerobot(dataset, out, task="reach", **(small if layout == "rolled-over" else {}))
+    expected = _expected(Dataset(dataset), "reach", tmp_path / "expected.npz")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    for backend in os.environ.get("ROBOLEARN_LEROBOT_BACKENDS", "pyav").split(","):
+        r = subprocess.run(python + [str(CHECKER), "load", str(out), str(expected), backend],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        report = json.loads(r.stdout.strip().splitlines()[-1])
+        assert report["frames"] == len(np.load(expected)["action"]) and report["episodes"] == 3
+    if layout == "default":
+        export_lerobot(dataset, tmp_path / "old", task="reach", version="v2.1")
+        r = subprocess.run(python + [str(CHECKER), "refuse", str(tmp_path / "old")],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
