@@ -6,6 +6,7 @@ Renorm corrects the batch statistics toward the running ones (r, d clipped to r_
 once a warm-up of plain BatchNorm steps has filled the running estimates.
 
 Input layout is (E, B, F): every ensemble member normalises its own features over the batch.
+`BatchRenorm` is the single-network form (B, F) that CrossQ's actor uses.
 """
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ class EnsembleBatchRenorm(nn.Module):
             self.running_var.lerp_(var * (n / max(n - 1, 1)), self.momentum)
             self.steps += 1
         return (x_hat * r + d) * self.weight + self.bias
+
+
+class BatchRenorm(EnsembleBatchRenorm):
+    """One network's Batch Renormalization: (B, F) in and out (CrossQ's actor)."""
+
+    def __init__(self, num_features: int, **kwargs):
+        super().__init__(1, num_features, **kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.unsqueeze(0)).squeeze(0)

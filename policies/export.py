@@ -77,7 +77,7 @@ def sample_observations(agent, n: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     obs: dict[str, np.ndarray] = {}
     if agent.state_key:
-        dim = agent.actor.net[0].in_features - (agent.encoder.feature_dim if agent.encoder else 0)
+        dim = agent.actor.in_features - (agent.encoder.feature_dim if agent.encoder else 0)
         if agent.obs_norm is not None and float(agent.obs_norm.count) > 0:
             mean = agent.obs_norm.mean.cpu().numpy()
             std = np.sqrt(agent.obs_norm.var.cpu().numpy())

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robolearn.policies.batchrenorm import EnsembleBatchRenorm
+from robolearn.policies.batchrenorm import BatchRenorm, EnsembleBatchRenorm
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -155,22 +155,35 @@ class Critic(nn.Module):
         return self.mlp(torch.cat([feat, action], dim=-1), members).squeeze(-1)
 
 
-def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int) -> nn.Sequential:
+def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, batch_renorm: dict | None = None
+        ) -> nn.Sequential:
+    """Linear -> ReLU per hidden layer; with `batch_renorm` (BatchRenorm options), CrossQ's
+    actor: a BatchRenorm before every Linear (on the input and after each ReLU)."""
     layers: list[nn.Module] = []
     d = in_dim
     for h in hidden:
+        if batch_renorm is not None:
+            layers.append(BatchRenorm(d, **batch_renorm))
         layers += [nn.Linear(d, h), nn.ReLU(inplace=True)]
         d = h
+    if batch_renorm is not None:
+        layers.append(BatchRenorm(d, **batch_renorm))
     layers.append(nn.Linear(d, out_dim))
     return nn.Sequential(*layers)
 
 
 class Actor(nn.Module):
-    """Tanh-squashed Gaussian policy over features."""
+    """Tanh-squashed Gaussian policy over features.
 
-    def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...]):
+    With `batch_renorm` (CrossQ) the actor has batch statistics: the learner puts it in
+    training mode only for its own loss; acting and the critic target's next action use the
+    running statistics (eval mode, the Agent's default for the actor), as sbx's CrossQ does."""
+
+    def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...],
+                 batch_renorm: dict | None = None):
         super().__init__()
-        self.net = mlp(feature_dim, hidden, 2 * action_dim)
+        self.in_features = int(feature_dim)
+        self.net = mlp(feature_dim, hidden, 2 * action_dim, batch_renorm)
 
     def forward(self, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(feat).chunk(2, dim=-1)

@@ -18,8 +18,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications"
     "sac": {},
     # Chen et al. 2021, "Randomized Ensembled Double Q-Learning" (N=10, M=2, G=20). Target
-    # entropy -|A|: the reference code's per-task values are MBPO's MuJoCo table, with -|A|
-    # ('auto') as its fallback for any other task, which is what ours are (docs/learners.md).
+    # entropy -|A|, the reference code's 'auto': its default 'mbpo' is a per-task table for five
+    # MuJoCo tasks that has no entry for ours (docs/learners.md "Fidelity").
     "redq": dict(num_critics=10, num_target_min=2, actor_q="mean", utd=20, policy_delay=0),
     # Hiraoka et al. 2022, "Dropout Q-Functions for Doubly Efficient RL" (built on REDQ's
     # code: same target-entropy rule as redq)
@@ -27,7 +27,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                  utd=20, policy_delay=0),
     # Bhatt et al. 2024, "CrossQ: Batch Normalization in Deep RL for Greater Sample Efficiency
     # and Simplicity"
-    "crossq": dict(target_network=False, critic_batch_renorm=True, critic_hidden=(2048, 2048),
+    "crossq": dict(target_network=False, critic_batch_renorm=True, actor_batch_renorm=True,
+                   critic_hidden=(2048, 2048),
                    adam_beta1=0.5, actor_lr=1e-3, critic_lr=1e-3, temperature_lr=1e-3, utd=1,
                    policy_delay=3),
     # Ball et al. 2023, "Efficient Online Reinforcement Learning with Offline Data". Its
@@ -104,6 +105,10 @@ def agent_from_state(state: dict, observation_space, action_space) -> Agent:
     only the policy is loaded: that agent acts but does not train."""
     cfg = dict(state["config"])
     algo = cfg.pop("algo")
+    # an option added after the checkpoint was written did not exist then: the learner ran
+    # without it (its dataclass default), whatever the preset says today
+    defaults = {f.name: f.default for f in dataclasses.fields(AgentConfig) if f.name != "algo"}
+    cfg = {**{k: v for k, v in defaults.items() if k not in cfg}, **cfg}
     agent = make_agent(algo, observation_space, action_space, seed=int(state.get("seed", 0)), **cfg)
     if agent.can_learn:
         agent.load_state_dict(state)

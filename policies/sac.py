@@ -58,6 +58,7 @@ class AgentConfig:
     critic_layer_norm: bool = False  # DroQ, RLPD
     critic_dropout: float = 0.0  # DroQ: 0.01
     critic_batch_renorm: bool = False  # CrossQ
+    actor_batch_renorm: bool = False  # CrossQ (sbx): BatchRenorm before every actor layer
     renorm_momentum: float = 0.01
     renorm_warmup: int = 100_000  # updates of plain BatchNorm before renorm corrections
     target_network: bool = True  # CrossQ: False (current+next (s,a) in one critic batch)
@@ -188,7 +189,12 @@ class Agent:
                 self.encoder.to(memory_format=torch.channels_last)
                 feat_dim += self.encoder.feature_dim
             actor_dim = feat_dim + (self.privileged_dim if self.actor_privileged else 0)
-            self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden)).to(self.device)
+            brn = dict(momentum=cfg.renorm_momentum, warmup_steps=cfg.renorm_warmup)
+            self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
+                               batch_renorm=brn if cfg.actor_batch_renorm else None).to(self.device)
+            # eval mode except in the actor loss: acting and the TD target's next action read
+            # running statistics (matters with actor_batch_renorm only)
+            self.actor.train(False)
             self.critic = Critic(
                 feat_dim + self.privileged_dim, self.action_dim, cfg.num_critics, tuple(cfg.critic_hidden),
                 dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
@@ -390,7 +396,9 @@ class Agent:
         # ---- actor and temperature
         if do_actor:
             feat_d = actor_feat.detach()
+            self.actor.train(True)  # batch statistics (CrossQ's actor) in its own loss only
             pi_action, logp = self.actor.sample(feat_d, self.generator)
+            self.actor.train(False)
             # detached-weight alias: gradients reach the action only (no critic weight grads);
             # in eval mode for CrossQ (running statistics for the policy objective)
             q_pi = self._critic_frozen(critic_feat.detach(), pi_action)

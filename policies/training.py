@@ -355,6 +355,7 @@ class Eta:
     Each phase's cost per step is measured as wall time per step in that phase."""
 
     MIN_LEARNING_STEPS = 10  # measured learning steps before a learning-phase ETA is given
+    REFRESH_S = 1.0          # the bar's eta is recomputed at most this often
 
     def __init__(self, total: int, learning_starts: int, start: int = 0, clock=time.perf_counter):
         self.total, self.learning_starts = int(total), int(learning_starts)
@@ -604,7 +605,7 @@ class Trainer:
                     self._obs, info0 = self.env.reset()
                     self._note_reset(info0)
                 eta.update(self.env_steps)
-                if cfg.progress and time.perf_counter() - last_eta > 1.0:
+                if cfg.progress and time.perf_counter() - last_eta > Eta.REFRESH_S:
                     last_eta = time.perf_counter()
                     self._eta = eta.text()
                     bar.set_postfix(self._postfix(None), refresh=False)

@@ -56,6 +56,25 @@ def test_parity_on_1000_observations(tmp_path, fmt, suffix, obs):
     assert np.allclose(policy(one), ref[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
+def test_crossq_actor_batch_renorm_exports_with_running_statistics(tmp_path, fmt, suffix):
+    """CrossQ's actor normalises with running statistics when it acts: the export folds them
+    in (eval mode) and matches act() on 1000 observations."""
+    agent = _agent("state", "crossq")
+    brn = [m for m in agent.actor.modules() if type(m).__name__ == "BatchRenorm"]
+    assert brn
+    with torch.no_grad():  # statistics as after training, far from the identity
+        for i, m in enumerate(brn):
+            m.running_mean.normal_(generator=torch.Generator().manual_seed(i))
+            m.running_var.uniform_(0.5, 4.0, generator=torch.Generator().manual_seed(100 + i))
+    out = tmp_path / f"crossq{suffix}"
+    spec = export_policy(agent, fmt, out, parity_samples=1000)
+    assert spec["parity_max_abs_error"] < 1e-5 and not agent.actor.training
+    obs = sample_observations(agent, 50, seed=1)
+    ref = np.stack([agent.act({"state": obs["state"][i]}, deterministic=True) for i in range(50)])
+    assert np.max(np.abs(ExportedPolicy(out).act_batch(obs) - ref)) < 1e-5
+
+
 def test_nan_observation_gives_refused_action(tmp_path):
     agent = _agent()
     export_policy(agent, "onnx", tmp_path / "p.onnx", parity_samples=10)

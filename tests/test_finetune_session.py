@@ -140,6 +140,61 @@ def test_ctrl_c_leaves_checkpoint_and_complete_dataset(tmp_path, pretrained):
     assert summary["exit_reason"] == "stopped"
 
 
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid`, from /proc (Linux)."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("reality", [None, "mild"])
+def test_sigkill_of_finetune_stops_learner_actor_and_emulator(tmp_path, pretrained, reality):
+    """Issue 14 item 9 (`launch` orphans), for the other launcher: a SIGKILLed `finetune` must
+    not leave its learner, actor and emulated robot (a `robolearn emulate` process) running."""
+    launch = _launch(tmp_path, pretrained, steps=100_000, **({"reality": reality} if reality else {}))
+    p = subprocess.Popen(_cli("finetune", str(launch)), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    out = []
+    reader = threading.Thread(target=lambda: out.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and p.poll() is None and "started actor pid" not in "".join(out):
+            time.sleep(0.05)
+        assert p.poll() is None, "".join(out)
+        kids = _children(p.pid)
+        assert len(kids) == (3 if reality else 2), (kids, "".join(out))  # learner, actor (+ emulator)
+        p.kill()
+        p.wait(10)
+        deadline = time.monotonic() + 30
+        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [k for k in kids if _alive(k)], "children outlived a SIGKILLed finetune"
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def test_bad_launch_files(tmp_path, pretrained):
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F

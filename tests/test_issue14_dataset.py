@@ -73,6 +73,26 @@ def test_truncated_episode_is_skipped_with_a_warning_and_info_reports_it(reach_d
     assert list(json.loads(capsys.readouterr().out)["unreadable"]) == ["episode_000001"]
 
 
+def test_episode_with_object_arrays_does_not_suggest_allow_pickle(reach_ds, tmp_path):
+    """The dataset twin of the .npz demo message: an episode holding pickled Python objects is
+    refused without echoing numpy's `allow_pickle` hint, and not called truncated."""
+    import shutil
+
+    ds_dir = tmp_path / "ds"
+    shutil.copytree(reach_ds, ds_dir)
+    npz = ds_dir / "episode_000000" / "data.npz"
+    with np.load(npz) as z:
+        data = {k: z[k] for k in z.files}
+    data["action"] = np.array([object()] * len(data["action"]), dtype=object)
+    np.savez(npz, **data)
+    from robolearn.errors import DatasetError
+
+    with pytest.raises(DatasetError) as exc:
+        Dataset(ds_dir).episode(0)
+    msg = str(exc.value)
+    assert "allow_pickle" not in msg and "truncated" not in msg and "Python objects" in msg
+
+
 def test_info_duration_is_steps_over_control_rate(reach_ds, capsys):
     s = Dataset(reach_ds).summary()
     hz = s["control_hz"]

@@ -1,15 +1,24 @@
-"""LeRobot v3.0 export, read back the way LeRobot 0.4's `LeRobotDataset` reads a local root.
+"""LeRobot v3.0 export, read back by the real `lerobot` package and by a mirror of its read path.
 
-The real package cannot run in this suite: lerobot 0.4.4 (the newest release for Python 3.11)
-pins torch<2.11 while the project pins torch 2.13.0, lerobot 0.6.x needs Python >= 3.12, and
-its torchvision import fails beside torch 2.13 CPU (`torchvision::nms does not exist`). So
-`LeRobotV30Reader` below mirrors LeRobot's loader code paths (src/lerobot/datasets/
-lerobot_dataset.py and utils.py of 0.4.4): info.json + version check, tasks.parquet looked up
-by its pandas index, episodes from meta/episodes/*/*.parquet, frames from data/*/*.parquet
-concatenated in sorted path order, data/video files resolved from the per-episode chunk/file
-indices with the info.json templates, and frames decoded at `from_timestamp + timestamp` with
-the nearest-frame-within-tolerance rule. `test_real_lerobot_dataset_loads_the_export` runs
-the real `LeRobotDataset` wherever it imports (e.g. a Python 3.12 env with lerobot installed).
+The real package cannot share the project's venv: lerobot 0.4.4 (the newest release for Python
+3.11; 0.6.x needs Python >= 3.12) pins torch<2.11 while the project pins torch 2.13.0, and
+PyPI's torchvision wheels are CUDA builds whose ops cannot load beside the CPU torch
+(`torchvision::nms does not exist`). It runs in a side environment instead:
+`test_real_lerobot_dataset_loads_the_export` runs tests/lerobot_real_check.py (real
+`LeRobotDataset`, local root, no Hub) in ROBOLEARN_LEROBOT_PYTHON, or here if lerobot imports.
+So that the suite checks the format without it, `LeRobotV30Reader` below mirrors LeRobot's
+loader code paths (src/lerobot/datasets/lerobot_dataset.py, utils.py and video_utils.py of
+0.4.4, read from the released wheel):
+info.json + version check; tasks.parquet read as pandas does and looked up by position
+(`tasks.iloc[task_index].name`); episodes from meta/episodes/*/*.parquet, looked up by row
+(`meta.episodes[ep_idx]`); frames from data/*/*.parquet concatenated in sorted path order and
+cast to the `datasets.Features` that `get_hf_features_from_features` derives from info.json
+(the columns must be exactly those features, with castable types); the cache-sufficiency
+check (every episode present, every video file there; otherwise LeRobot goes to the Hub);
+data/video files resolved from the per-episode chunk/file indices with the info.json
+templates; and frames decoded at `from_timestamp + timestamp` both ways LeRobot decodes them:
+pyav's nearest frame within tolerance, and torchcodec's frame `round(ts * average_fps)`
+whose timestamp must lie within tolerance.
 """
 import json
 import os
@@ -20,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
@@ -47,13 +57,40 @@ def dataset(tmp_path_factory):
     return root
 
 
-def _pts(path: Path) -> np.ndarray:
-    """Presentation timestamps of every frame, as a decoder reports them (ffmpeg showinfo)."""
+def _pts(path: Path) -> tuple[np.ndarray, float]:
+    """Presentation timestamps of every frame, as a decoder reports them (ffmpeg showinfo), and
+    the stream's average frame rate from its header (torchcodec's `metadata.average_fps`)."""
     import imageio_ffmpeg
 
     r = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(path), "-vf", "showinfo",
                         "-f", "null", "-"], capture_output=True, text=True, timeout=60)
-    return np.array([float(t) for t in re.findall(r"pts_time:([0-9.]+)", r.stderr)])
+    fps = re.search(r"Video: .*?, ([0-9.]+) fps", r.stderr)
+    assert fps, r.stderr[-500:]
+    return np.array([float(t) for t in re.findall(r"pts_time:([0-9.]+)", r.stderr)]), float(fps.group(1))
+
+
+def _hf_arrow_types(features: dict) -> dict:
+    """`get_hf_features_from_features` (utils.py), as the arrow types `datasets` casts to:
+    shape (1,) -> Value(dtype), shape (N,) -> Sequence(length=N) (a fixed-size list)."""
+    out = {}
+    for key, ft in features.items():
+        if ft["dtype"] == "video":
+            continue
+        assert ft["dtype"] != "image" and len(ft["shape"]) == 1, (key, ft)  # not written by the export
+        value = pa.from_numpy_dtype(np.dtype(ft["dtype"]))
+        out[key] = value if tuple(ft["shape"]) == (1,) else pa.list_(value, ft["shape"][0])
+    return out
+
+
+def _castable(col: pa.ChunkedArray, want: pa.DataType) -> bool:
+    """What `datasets.table.cast_array_to_feature` accepts here: the same scalar type, or a list
+    of the value type whose rows all have the fixed length."""
+    if pa.types.is_fixed_size_list(want):
+        if not (pa.types.is_list(col.type) or pa.types.is_fixed_size_list(col.type)):
+            return False
+        lengths = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
+        return col.type.value_type == want.value_type and bool((lengths == want.list_size).all())
+    return col.type == want
 
 
 class LeRobotV30Reader:
@@ -68,23 +105,37 @@ class LeRobotV30Reader:
         for key in ("fps", "features", "data_path", "video_path", "chunks_size", "total_episodes",
                     "total_frames", "data_files_size_in_mb", "video_files_size_in_mb"):
             assert key in self.info, key
-        # load_tasks: pd.read_parquet -> DataFrame indexed by the task string
+        for ft in self.info["features"].values():           # load_info
+            assert "dtype" in ft and "shape" in ft and "names" in ft, ft
+        # load_tasks: pd.read_parquet -> DataFrame indexed by the task string (pandas metadata)
         t = pq.read_table(self.root / "meta" / "tasks.parquet")
         pmeta = json.loads(t.schema.metadata[b"pandas"])
         (index_col,) = pmeta["index_columns"]
-        self.tasks = dict(zip(t.column("task_index").to_pylist(), t.column(index_col).to_pylist()))
-        # load_episodes: load_nested_dataset(meta/episodes) = sorted glob("*/*.parquet"), stats/ dropped
+        self.tasks = t.column(index_col).to_pylist()          # row order: tasks.iloc[i].name
+        assert t.column("task_index").to_pylist() == list(range(len(self.tasks)))
+        # load_episodes: load_nested_dataset(meta/episodes) = sorted glob("*/*.parquet"), stats/ dropped;
+        # meta.episodes[ep_idx] is a row position
         ep_files = sorted((self.root / "meta" / "episodes").glob("*/*.parquet"))
         assert ep_files, "meta/episodes has no parquet file"
         eps = pa.concat_tables([pq.read_table(p) for p in ep_files]).to_pylist()
-        self.episodes = {e["episode_index"]: e for e in eps}
-        self.episode_stats = {e["episode_index"]: {k: v for k, v in e.items() if k.startswith("stats/")}
-                              for e in eps}
-        # load_hf_dataset: load_nested_dataset(data) concatenates every data file in path order
+        self.episodes = [{k: v for k, v in e.items() if not k.startswith("stats/")} for e in eps]
+        self.episode_stats = [{k: v for k, v in e.items() if k.startswith("stats/")} for e in eps]
+        # load_hf_dataset: load_nested_dataset(data, features=get_hf_features_from_features(...))
+        # concatenates every data file in path order and casts it to those features
         data_files = sorted((self.root / "data").glob("*/*.parquet"))
-        self.hf = pa.concat_tables([pq.read_table(p) for p in data_files]).to_pydict()
+        table = pa.concat_tables([pq.read_table(p) for p in data_files])
+        want = _hf_arrow_types(self.info["features"])
+        assert set(table.column_names) == set(want), (sorted(table.column_names), sorted(want))
+        for key, typ in want.items():
+            assert _castable(table.column(key), typ), (key, table.column(key).type, typ)
+        self.hf = table.to_pydict()
         self.video_keys = [k for k, f in self.info["features"].items() if f["dtype"] == "video"]
-        self._videos: dict[Path, tuple[np.ndarray, np.ndarray]] = {}
+        self._videos: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
+        # _check_cached_episodes_sufficient: otherwise LeRobotDataset downloads from the Hub
+        assert set(range(self.info["total_episodes"])) <= set(self.hf["episode_index"])
+        for ep_idx in range(self.info["total_episodes"]):
+            for key in self.video_keys:
+                assert self.video_file(ep_idx, key).is_file(), self.video_file(ep_idx, key)
 
     def __len__(self):
         return self.info["total_frames"]
@@ -100,15 +151,21 @@ class LeRobotV30Reader:
             video_key=key, chunk_index=e[f"videos/{key}/chunk_index"], file_index=e[f"videos/{key}/file_index"])
 
     def _decode(self, path: Path, timestamps: list[float]) -> np.ndarray:
-        """decode_video_frames: the nearest frame to each query, which must lie within tolerance."""
+        """decode_video_frames, both backends: pyav (decode_video_frames_torchvision) takes the
+        nearest frame, which must lie within tolerance; torchcodec takes frame
+        round(ts * average_fps), whose timestamp must lie within tolerance. Both must agree."""
         if path not in self._videos:
-            self._videos[path] = (read_video(path), _pts(path))
-        frames, pts = self._videos[path]
+            self._videos[path] = (read_video(path), *_pts(path))
+        frames, pts, average_fps = self._videos[path]
         assert len(frames) == len(pts)
         out = []
         for ts in timestamps:
             i = int(np.argmin(np.abs(pts - ts)))
             assert abs(pts[i] - ts) < TOLERANCE_S, f"{path.name}: no frame within {TOLERANCE_S}s of {ts}"
+            j = round(ts * average_fps)                     # torchcodec's get_frames_at(indices)
+            assert j < len(pts) and abs(pts[j] - ts) < TOLERANCE_S, \
+                f"{path.name}: torchcodec's frame {j} for {ts} s is at {pts[min(j, len(pts) - 1)]} s"
+            assert i == j
             out.append(frames[i])
         return np.stack(out)
 
@@ -204,32 +261,67 @@ def test_v21_stays_available(dataset, tmp_path):
         export_lerobot(dataset, tmp_path / "x", version="v2.0")
 
 
-def _import_lerobot_dataset():
-    try:
-        from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    except Exception as exc:  # noqa: BLE001 - any import failure means "cannot run here"
-        pytest.skip(f"the real lerobot package cannot be imported here ({type(exc).__name__}: {exc}). "
-                    "lerobot 0.4.4 (newest for Python 3.11) pins torch<2.11 but the project pins "
-                    "torch 2.13.0; lerobot 0.6.x needs Python >= 3.12; its torchvision import fails "
-                    "beside torch 2.13 CPU. LeRobotV30Reader above mirrors its read path instead.")
-    return LeRobotDataset
+# ---------------------------------------------------------------- the real lerobot package
+CHECKER = Path(__file__).with_name("lerobot_real_check.py")
+NO_LEROBOT = (
+    "the real lerobot package is not importable here and ROBOLEARN_LEROBOT_PYTHON is not set. "
+    "lerobot 0.4.4 (the newest for Python 3.11; 0.6.x needs Python >= 3.12) pins torch<2.11 "
+    "while the project pins torch 2.13.0, and PyPI's torchvision wheels are CUDA builds that "
+    "cannot load beside the CPU torch (`torchvision::nms does not exist`), so it cannot share "
+    "this venv. Give it its own: `python3.11 -m venv L && L/bin/pip install lerobot==0.4.4`, "
+    "then ROBOLEARN_LEROBOT_PYTHON=L/bin/python (docs/datasets.md). LeRobotV30Reader above "
+    "mirrors its read path meanwhile.")
 
 
-def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path):
-    LeRobotDataset = _import_lerobot_dataset()
-    out = tmp_path / "real"
-    export_lerobot(dataset, out, task="reach")
-    lr = LeRobotDataset("local/robolearn-export", root=out)
-    src = Dataset(dataset)
-    assert lr.num_episodes == 3 and lr.fps == 10
-    idx = 0
-    for i in src.indices:
+def _lerobot_python() -> list[str]:
+    """The interpreter that runs lerobot_real_check.py: this one if lerobot imports here, else
+    ROBOLEARN_LEROBOT_PYTHON (a side environment); skip when there is neither."""
+    import importlib.util
+
+    if importlib.util.find_spec("lerobot") is not None:
+        return [sys.executable]
+    side = os.environ.get("ROBOLEARN_LEROBOT_PYTHON")
+    if not side:
+        pytest.skip(NO_LEROBOT)
+    return [side]
+
+
+def _expected(src: Dataset, task: str, path: Path) -> Path:
+    """The source's per-frame values in LeRobot's frame order, for the checker."""
+    act, state, frames, ep_idx, frame_idx = [], [], [], [], []
+    for n, i in enumerate(src.indices):
         ep = src.episode(i)
-        for k in (0, ep.steps - 1):
-            item = lr[idx + k]
-            np.testing.assert_allclose(item["action"].numpy(), ep.data["action"][k], atol=1e-6)
-            np.testing.assert_allclose(item["observation.state"].numpy(), ep.data["obs.state"][k], atol=1e-6)
-            frame = (item[CAM].permute(1, 2, 0).numpy() * 255).round().astype(int)
-            assert np.abs(frame - ep.frames("front")[k].astype(int)).mean() < 6
-            assert item["task"] == "reach"
-        idx += ep.steps
+        act.append(ep.data["action"])
+        state.append(ep.data["obs.state"][:ep.steps])
+        frames.append(ep.frames("front")[:ep.steps])
+        ep_idx += [n] * ep.steps
+        frame_idx += list(range(ep.steps))
+    np.savez(path, action=np.concatenate(act).astype(np.float32), state=np.concatenate(state).astype(np.float32),
+             frames=np.concatenate(frames), episode_index=np.array(ep_idx), frame_index=np.array(frame_idx),
+             task=np.array(task))
+    return path
+
+
+@pytest.mark.parametrize("layout", ["default", "rolled-over"])
+def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path, layout):
+    """lerobot 0.4.4's own `LeRobotDataset(repo_id, root=OUT)` loads the v3.0 export: every frame's
+    action, state, indices, task and decoded camera frame match the source (each video backend
+    in ROBOLEARN_LEROBOT_BACKENDS, default pyav; torchcodec, LeRobot's default, needs the
+    system's FFmpeg libraries). The v2.1 export is refused with BackwardCompatibilityError."""
+    python = _lerobot_python()
+    out = tmp_path / "real"
+    small = dict(data_files_size_in_mb=1e-6, video_files_size_in_mb=1e-6, chunks_size=2)
+    export_lerobot(dataset, out, task="reach", **(small if layout == "rolled-over" else {}))
+    expected = _expected(Dataset(dataset), "reach", tmp_path / "expected.npz")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    for backend in os.environ.get("ROBOLEARN_LEROBOT_BACKENDS", "pyav").split(","):
+        r = subprocess.run(python + [str(CHECKER), "load", str(out), str(expected), backend],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        report = json.loads(r.stdout.strip().splitlines()[-1])
+        assert report["frames"] == len(np.load(expected)["action"]) and report["episodes"] == 3
+    if layout == "default":
+        export_lerobot(dataset, tmp_path / "old", task="reach", version="v2.1")
+        r = subprocess.run(python + [str(CHECKER), "refuse", str(tmp_path / "old")],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]

@@ -6,8 +6,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from robolearn.data.replay import Batch
+from robolearn.policies.batchrenorm import BatchRenorm
 from robolearn.policies.networks import EnsembleBatchRenorm, EnsembleLayerNorm, EnsembleLinear
-from robolearn.policies.registry import make_agent, make_config
+from robolearn.policies.registry import agent_from_state, make_agent, make_config
 
 ACT = gym.spaces.Box(-1, 1, (4,), np.float32)
 STATE = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, (6,), np.float32)})
@@ -43,6 +45,17 @@ def test_rlpd_three_layer_layernorm_critics_and_actor():
 def test_redq_droq_target_entropy_is_minus_action_dim():
     for algo in ("redq", "droq"):
         assert make_agent(algo, STATE, ACT).target_entropy == -4.0, algo
+        # the documented per-task route: MBPO's table is mostly -|A|/2
+        assert make_agent(algo, STATE, ACT, target_entropy_scale=0.5).target_entropy == -2.0, algo
+
+
+def test_rlpd_documented_variants_build():
+    """docs/learners.md "Fidelity": AntMaze's 1-critic target min and the locomotion settings."""
+    ant = make_agent("rlpd", STATE, ACT, num_target_min=1)
+    assert ant.config.num_target_min == 1 and ant.critic.num_critics == 10
+    loco = make_agent("rlpd", STATE, ACT, backup_entropy=True, critic_hidden=(256, 256),
+                      actor_hidden=(256, 256))
+    assert loco.config.backup_entropy and [m.weight.shape[-1] for m in hidden_linears(loco.critic.mlp)] == [256, 256]
 
 
 def test_crossq_critic_batch_renorm_no_target():
@@ -50,3 +63,67 @@ def test_crossq_critic_batch_renorm_no_target():
     assert agent.critic_target is None and agent.config.target_network is False
     assert sum(isinstance(m, EnsembleBatchRenorm) for m in agent.critic.mlp.modules()) == 3
     assert agent.config.adam_beta1 == 0.5 and agent.config.policy_delay == 3
+
+
+def test_crossq_actor_batch_renorm_before_every_layer():
+    """sbx CrossQ's actor: BatchRenorm on the input and after every hidden ReLU, i.e. before
+    each Dense layer (the plain presets' actors have none)."""
+    agent = make_agent("crossq", STATE, ACT, critic_hidden=(32, 32), actor_hidden=(16, 16))
+    kinds = [type(m).__name__ for m in agent.actor.net]
+    assert kinds == ["BatchRenorm", "Linear", "ReLU", "BatchRenorm", "Linear", "ReLU",
+                     "BatchRenorm", "Linear"], kinds
+    assert [m.running_mean.shape[-1] for m in agent.actor.net if isinstance(m, BatchRenorm)] == [6, 16, 16]
+    for algo in ("sac", "redq", "droq", "rlpd"):
+        assert not any(isinstance(m, BatchRenorm) for m in make_agent(algo, STATE, ACT).actor.modules()), algo
+
+
+def _batch(n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    obs = {"state": (rng.normal(size=(n, 6)) * 3 + 2).astype(np.float32)}
+    nxt = {"state": (rng.normal(size=(n, 6)) * 3 + 2).astype(np.float32)}
+    return Batch(obs=obs, action=rng.uniform(-1, 1, (n, 4)).astype(np.float32), next_obs=nxt,
+                 reward=rng.normal(size=n).astype(np.float32), discount=np.full(n, 0.99, np.float32),
+                 intervention=np.zeros(n, bool))
+
+
+def test_crossq_actor_statistics_move_only_in_the_actor_loss():
+    """Train mode (batch statistics, running estimates updated) in the actor loss only; the TD
+    target's next action and acting use running statistics, as in sbx (train=False there)."""
+    agent = make_agent("crossq", STATE, ACT, seed=0, critic_hidden=(32, 32), actor_hidden=(16, 16),
+                       batch_size=32)
+    brs = [m for m in agent.actor.modules() if isinstance(m, BatchRenorm)]
+    steps = lambda: [int(m.steps) for m in brs]  # noqa: E731
+    obs = {"state": np.ones(6, np.float32)}
+    a0 = agent.act(obs, deterministic=True)
+    assert steps() == [0, 0, 0] and not agent.actor.training
+    agent.update(_batch(seed=1))                  # policy_delay 3: critic only
+    agent.update(_batch(seed=2))
+    assert steps() == [0, 0, 0]                   # the next-action sample did not touch them
+    np.testing.assert_array_equal(agent.act(obs, deterministic=True), a0)
+    agent.update(_batch(seed=3))                  # third update: actor + temperature
+    assert steps() == [1, 1, 1] and not agent.actor.training
+    first = brs[0].running_mean.flatten()
+    assert torch.allclose(first, 0.01 * torch.as_tensor(_batch(seed=3).obs["state"]).mean(0), atol=1e-6)
+    # acting reads running statistics: one observation's action does not depend on the batch
+    batch_act = agent.actor.mode(torch.as_tensor(np.stack([obs["state"], -obs["state"]])))[0]
+    np.testing.assert_allclose(agent.act(obs, deterministic=True), batch_act.detach().numpy(), atol=1e-6)
+
+
+def test_crossq_actor_statistics_travel_with_the_policy_and_old_checkpoints_load():
+    agent = make_agent("crossq", STATE, ACT, seed=0, critic_hidden=(32, 32), actor_hidden=(16, 16),
+                       batch_size=32, policy_delay=1)
+    for i in range(3):
+        agent.update(_batch(seed=i))
+    ps = agent.policy_state()
+    assert any(k.endswith("running_mean") for k in ps)   # actors normalise like the learner
+    other = make_agent("crossq", STATE, ACT, seed=9, critic_hidden=(32, 32), actor_hidden=(16, 16))
+    other.load_policy_state(ps)
+    obs = {"state": np.full(6, 0.5, np.float32)}
+    np.testing.assert_array_equal(agent.act(obs, deterministic=True), other.act(obs, deterministic=True))
+    # a checkpoint written before actor_batch_renorm existed ran without it: it loads as such
+    old = make_agent("crossq", STATE, ACT, seed=0, critic_hidden=(32, 32), actor_batch_renorm=False)
+    state = old.state_dict()
+    del state["config"]["actor_batch_renorm"]
+    rebuilt = agent_from_state(state, STATE, ACT)
+    assert rebuilt.config.actor_batch_renorm is False
+    np.testing.assert_array_equal(rebuilt.act(obs, deterministic=True), old.act(obs, deterministic=True))

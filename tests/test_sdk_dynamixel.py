@@ -138,6 +138,31 @@ def test_sdk_group_sync_read_and_write(emu, client):
         bus.close()
 
 
+def test_sdk_reads_a_stuffed_status_packet(emu, client):
+    """A reply whose data holds FF FF FD goes out stuffed (FF FF FD FD; LEN and CRC over the
+    stuffed bytes), as X-series firmware sends it; the SDK unstuffs it and checks the CRC. The
+    SDK would also take an unstuffed reply, so the raw bytes are checked too."""
+    port, ph = client
+    sid = 1
+    data = [0xFF, 0xFF, 0xFF, 0xFF, 0xFD, 0x00, 0x00, 0x00]  # homing offset -1, then FD at 24
+    result, error = ph.writeTxRx(port, sid, dxl.HOMING_OFFSET.address, len(data), data)
+    _ok(ph, result, error)
+    raw = []
+    real_read = port.readPort
+    port.readPort = lambda n: (lambda b: (raw.append(bytes(b)), b)[1])(real_read(n))
+    values, result, error = ph.readTxRx(port, sid, dxl.HOMING_OFFSET.address, len(data))
+    _ok(ph, result, error)
+    assert list(values) == data
+    reply = b"".join(raw)
+    assert reply[:4] == b"\xff\xff\xfd\x00" and b"\xff\xff\xfd\xfd" in reply[7:], reply.hex(" ")
+    port.readPort = real_read
+    bus = ServoBus(emu.path, timeout=0.05, protocol=dxl)     # our driver reads the same value
+    try:
+        assert bus.read_register(sid, dxl.HOMING_OFFSET) == -1
+    finally:
+        bus.close()
+
+
 def test_sdk_sends_the_bytes_our_builders_produce(client):
     port, ph = client
     sent = []

@@ -51,6 +51,7 @@ def run(args) -> int:
     from robolearn.configs import dump_toml
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F
+    from robolearn.runtime.children import die_with_parent
     from robolearn.runtime.config import load_launch, to_dict
     from robolearn.runtime.transport import endpoint, free_port
 
@@ -146,7 +147,7 @@ def run(args) -> int:
             f = open(logs / f"{name}.log", "a")
             files.append(f)
             p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                 env=env)
+                                 env=env, preexec_fn=die_with_parent())
             print(f"started {name} pid {p.pid} (log {logs / (name + '.log')})", flush=True)
             return p
 

@@ -44,28 +44,6 @@ def _stop(procs, grace=GRACE_S):
             p.wait()
 
 
-def _die_with_parent(parent_pid: int):
-    """preexec_fn for the children: SIGTERM this child when the launcher dies (Linux prctl);
-    exits at once if the launcher is already gone. Elsewhere a no-op."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-
-    def preexec():
-        import ctypes
-        import os
-        import signal
-
-        PR_SET_PDEATHSIG = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the launcher died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
 def _last_metrics(path):
     import json
 
@@ -88,6 +66,7 @@ def run(args) -> int:
     import time
 
     from robolearn.commands.learner import apply_overrides
+    from robolearn.runtime.children import die_with_parent
     from robolearn.runtime.config import load_launch
     from robolearn.runtime.transport import endpoint, free_port
 
@@ -129,7 +108,7 @@ def run(args) -> int:
             files.append(f)
             procs[name] = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
                                            start_new_session=True, env=env,
-                                           preexec_fn=_die_with_parent(os.getpid()))
+                                           preexec_fn=die_with_parent())
             print(f"started {name} pid {procs[name].pid} (log {logs / (name + '.log')})", flush=True)
             if name == "learner":
                 time.sleep(0.2)

@@ -500,7 +500,13 @@ class Dataset:
         try:
             with np.load(npz, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except ValueError as exc:
+            if "pickle" in str(exc):  # never offer to unpickle: a dataset must not run code
+                raise DatasetError(f"{npz}: holds Python objects (pickled arrays); robolearn reads "
+                                   "only plain numeric/bool arrays (write episodes with "
+                                   "DatasetWriter)") from None
+            raise DatasetError(f"{npz}: cannot read ({exc}); the file is truncated or corrupt") from None
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise DatasetError(f"{npz}: cannot read ({exc}); the file is truncated or corrupt") from None
         _check_episode(npz, data, self.observation_space, self.action_space, self.cameras)
         if int(meta.get("steps", -1)) != len(data["action"]):
