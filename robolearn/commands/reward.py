@@ -87,7 +87,10 @@ def run(args) -> int:
         print(f"  {k:9s} precision {m['precision']:.3f} recall {m['recall']:.3f} false positives {m['fp']}")
     if "progress_spearman_mean" in res:
         print(f"  rank correlation of progress with true progress: {res['progress_spearman_mean']:.3f} "
-              f"(mean over episodes), {res['progress_spearman_pooled']:.3f} (pooled)")
+              f"(mean over episodes), {res['progress_spearman_pooled']:.3f} (pooled); "
+              f"{res['progress_spearman_definition']}")
+        for truth, spans in res["progress_spearman"].items():
+            print("    " + truth + ": " + ", ".join(f"{span} {m['mean']:.3f}" for span, m in spans.items()))
     lat = res["latency_ms_per_frame"]
     print(f"  latency per frame: median {lat['median']:.2f} ms, p95 {lat['p95']:.2f} ms; plot {png}")
     if args.json:

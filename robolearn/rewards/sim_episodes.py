@@ -9,8 +9,14 @@ the success pose while recording positives"):
 - `low_lift`: scripted, but the grasp point never rises above 2.5 cm over the grasp height,
   so the cube is held up by less than the 5 cm success height (hard negatives);
 - `policy`: a trained policy checkpoint (`policy=` callable obs -> action).
-Per frame the sim's ground truth is recorded: `success` and `progress` (push: 1 - cube-goal
-distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial).
+Per frame the sim's ground truth is recorded: `success`, `progress` (push: 1 - cube-goal
+distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial)
+and `task_progress`, the task's own dense-reward potential normalised the same way (push:
+1 - phi / phi_0 with phi = cube-goal distance + 0.5 grasp point-cube distance, the quantity
+ArmPush's reward is -10 x; reach: as `progress`; lift, whose reward is sparse: as `progress`).
+Why both for push: the cube-goal distance does not move while the arm approaches the cube, so
+`progress` calls the first third of a push "no progress" (all ties), whereas the task's own
+reward, which RL optimises, counts the approach.
 """
 from __future__ import annotations
 
@@ -40,6 +46,18 @@ def true_progress(env) -> float:
     raise ConfigError(f"no ground-truth progress for task {name!r}")
 
 
+def task_potential(env) -> float | None:
+    """The distance the task's dense reward is -10 x (push, reach); None for a sparse task."""
+    task = env.unwrapped.task
+    name = getattr(task, "name", "")
+    if name == "push":
+        pos = task.cube_pose()[0]
+        return float(np.linalg.norm(pos[:2] - task.goal[:2]) + 0.5 * np.linalg.norm(pos - task.ee_pos))
+    if name == "reach":
+        return float(np.linalg.norm(task.goal - task.ee_pos))
+    return None
+
+
 def _distance_based(env) -> bool:
     return getattr(env.unwrapped.task, "name", "") in ("push", "reach")
 
@@ -59,10 +77,11 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
         ctrl = base.scripted_controller()
         ctrl.reset()
     steps = steps or (env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 100)
-    raw = true_progress(env)
-    d0 = max(raw, 1e-6)
+    raw, pot = true_progress(env), task_potential(env)
+    d0, p0 = max(raw, 1e-6), max(pot or 0.0, 1e-6)
     prog = [1.0 - raw / d0 if _distance_based(env) else raw]
-    out = {"obs": [obs], "action": [], "success": [False], "progress": prog}
+    out = {"obs": [obs], "action": [], "success": [False], "progress": prog,
+           "task_progress": [prog[0] if pot is None else 1.0 - pot / p0]}
     for _ in range(steps):
         if kind == "random":
             a = rng.uniform(-1, 1, env.action_space.shape)
@@ -80,13 +99,15 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
                 a[2] = min(a[2], room)
         a = np.clip(np.asarray(a, np.float32), -1, 1)
         obs, r, term, trunc, info = base.step(a)  # past termination on purpose (see module doc)
-        raw = true_progress(env)
+        raw, pot = true_progress(env), task_potential(env)
         out["obs"].append(obs)
         out["action"].append(a)
         out["success"].append(bool(info["success"]))
         out["progress"].append(1.0 - raw / d0 if _distance_based(env) else raw)
+        out["task_progress"].append(out["progress"][-1] if pot is None else 1.0 - pot / p0)
     out["success"] = np.asarray(out["success"])
-    out["progress"] = np.clip(np.asarray(out["progress"], np.float64), -1.0, 1.0)
+    for k in ("progress", "task_progress"):
+        out[k] = np.clip(np.asarray(out[k], np.float64), -1.0, 1.0)
     return out
 
 
