@@ -167,3 +167,36 @@ def test_colour_jitter_changes_each_image_within_range():
     assert len({tuple(v.round().tolist()) for v in per_image}) == 4
     assert not torch.allclose(per_image[:, 0], per_image[:, 1])   # channels differ: a tint
     assert torch.equal(colour_jitter(x, torch.Generator().manual_seed(0)), y)   # seeded
+
+
+def test_held_out_split_covers_every_kind_of_episode():
+    """The threshold is chosen on held-out frames: each way the episodes were recorded (kind or
+    device) must be there, or the threshold is blind to that kind of hard negative."""
+    from robolearn.rewards.classifier import split_episodes
+
+    kinds = ["scripted"] * 8 + ["random"] * 4 + ["low_lift"] * 4 + ["hover"] * 4
+    eps = list(range(len(kinds)))
+    positive = [k == "scripted" for k in kinds]
+    for seed in range(20):
+        train, val = split_episodes(eps, positive, 0.25, np.random.default_rng(seed), kinds)
+        assert train | val == set(eps) and not train & val
+        assert {kinds[e] for e in val} == {"scripted", "random", "low_lift", "hover"}
+        assert {kinds[e] for e in train} == {"scripted", "random", "low_lift", "hover"}
+    # without sources: by outcome only (one held-out of each at least)
+    train, val = split_episodes(eps, positive, 0.25, np.random.default_rng(0))
+    assert any(positive[e] for e in val) and any(not positive[e] for e in val)
+
+
+def test_hover_episodes_never_succeed_and_stay_near_the_cube():
+    from robolearn.policies.training import make_env
+    from robolearn.rewards.sim_episodes import run_episode
+
+    env = make_env("robolearn/ArmLift-v0", "state")
+    try:
+        ep = run_episode(env, "hover", seed=1, steps=60)
+        task = env.unwrapped.task
+        rel = task.ee_pos - task.cube_pose()[0]
+    finally:
+        env.close()
+    assert not ep["success"].any() and len(ep["action"]) == 60
+    assert np.abs(rel[:2]).max() < 0.12 and 0.03 < task.ee_pos[2] < 0.16, rel   # in the air, near the cube

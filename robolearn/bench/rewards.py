@@ -2,8 +2,8 @@
 
 Parts (each writes `OUT/<part>.json` and a markdown table `OUT/<part>.md`):
 - `classifier`: record 20 successful (scripted, holding the lift) and 20 failed ArmLift
-  episodes (random, gripper-open, lifted below the success height) from the front and wrist
-  cameras (`--cameras`),
+  episodes (5 each: random, gripper-open, lifted below the success height, hovering near the
+  cube) from the `--cameras`,
   train the success classifier (threshold for precision >= 0.99 on held-out episodes), then
   score it against the sim's success on 50 fresh episodes of the same kinds (new seeds).
 - `progress`: record scripted ArmPush demonstrations, train the progress model, report the
@@ -31,6 +31,10 @@ CAMERA_KW = {"camera": "front", "image_size": [64, 64]}   # the progress model's
 LIFT_CAMERAS = ["front", "wrist"]
 
 
+#: the classifier's training episodes: 20 successes, 20 failures of four kinds
+LIFT_PLAN = [("scripted", 20), ("random", 5), ("no_grasp", 5), ("low_lift", 5), ("hover", 5)]
+
+
 def lift_camera_kw(cameras: list[str]) -> dict:
     return {"camera": cameras[0] if len(cameras) == 1 else list(cameras), "image_size": [64, 64]}
 RL_STEPS = 8000          # the env-step budget the rl part reports (rlpd + 20 scripted demos)
@@ -43,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/bench-rewards", help="work + results folder")
     p.add_argument("--episodes", type=int, default=50, help="fresh evaluation episodes")
     p.add_argument("--epochs", type=int, default=15, help="reward-model training epochs")
+    p.add_argument("--progress-whole-episodes", action="store_true",
+                   help="progress part: train on whole demonstrations, progress 1 after the first success "
+                        "(default: cut at the first success; docs/bench/rewards/progress.md compares both)")
+    p.add_argument("--progress-anchor", type=float, default=0.0,
+                   help="progress part: share of training pairs that start at the first frame")
     p.add_argument("--cameras", nargs="+", default=LIFT_CAMERAS, choices=("front", "wrist"),
                    help="the success classifier's cameras (classifier part)")
     p.add_argument("--rl-steps", type=int, default=RL_STEPS, help="env-step budget of each RL run")
@@ -71,11 +80,15 @@ def classifier_part(args, out: Path) -> dict:
 
     data = out / "lift-data"
     if not (data / "meta.json").exists():
-        record_dataset(LIFT, str(data), [("scripted", 20), ("random", 7), ("no_grasp", 7), ("low_lift", 6)],
-                       seed=0, env_kwargs=lift_camera_kw(args.cameras))
-    elif sorted(Dataset(data).cameras) != sorted(args.cameras):
-        raise ConfigError(f"{data} was recorded with cameras {Dataset(data).cameras}, not {args.cameras}: "
-                          "use another --out (or delete that folder to record again)")
+        record_dataset(LIFT, str(data), LIFT_PLAN, seed=0, env_kwargs=lift_camera_kw(args.cameras))
+    else:  # reuse a recording only if it is this one
+        ds = Dataset(data)
+        kinds = [ds.episode(i).meta.get("kind") for i in ds.indices]
+        plan = [k for k, n in LIFT_PLAN for _ in range(n)]
+        if sorted(ds.cameras) != sorted(args.cameras) or kinds != plan:
+            raise ConfigError(f"{data} holds another recording (cameras {ds.cameras}, {len(kinds)} episodes) "
+                              f"than this part makes (cameras {args.cameras}, {LIFT_PLAN}): use another --out "
+                              "(or delete that folder to record again)")
     model_dir = out / "lift-classifier"
     t0 = time.perf_counter()
     _, report = train_classifier(data, ClassifierConfig(epochs=args.epochs), out=model_dir)
@@ -93,9 +106,10 @@ def classifier_part(args, out: Path) -> dict:
                     f"{m['f1']:.3f} | {m['positives']} | {m['fp']} | {m['fn']} |")
     md = (f"# Success classifier on ArmLift ({' + '.join(args.cameras)} camera, 64x64)\n\n"
           f"Command: `robolearn bench rewards --parts classifier --out {args.out} --cameras {' '.join(args.cameras)}`\n\n"
-          "Trained on 20 successful (scripted) + 20 failed (7 random, 7 gripper-open, 6 lifted below the "
-          f"success height) episodes, {args.epochs} epochs ({train_s:.0f} s on a shared 2-core CPU); "
-          f"threshold {res['threshold']:.4f} chosen for precision >= 0.99 on held-out episodes. "
+          "Trained on 20 successful (scripted) + 20 failed (5 random, 5 gripper-open, 5 lifted below the "
+          f"success height, 5 hovering near the cube without it) episodes, {args.epochs} epochs ({train_s:.0f} s on a shared 2-core CPU); "
+          f"threshold {res['threshold']:.4f} chosen for precision >= 0.99 on held-out episodes (a quarter of "
+          "each kind). Fresh episodes: the same kinds with new seeds. "
           "Truth: the sim's success (cube >= 5 cm up) per frame; episodes run to the 100-step limit, "
           "so success frames are held lifts.\n\n"
           "| frames | precision | recall | F1 | true positives in truth | false positives | false negatives |\n"
@@ -115,7 +129,8 @@ def progress_part(args, out: Path) -> dict:
     if not (data / "meta.json").exists():
         record_dataset(PUSH, str(data), [("scripted", 30)], seed=0, env_kwargs=CAMERA_KW)
     model_dir = out / "push-progress"
-    cfg = ProgressConfig(epochs=args.epochs)
+    cfg = ProgressConfig(epochs=args.epochs, whole_episodes=args.progress_whole_episodes,
+                         anchor_fraction=args.progress_anchor)
     t0 = time.perf_counter()
     _, report = train_progress(data, cfg, out=model_dir)
     train_s = time.perf_counter() - t0
@@ -137,7 +152,9 @@ def progress_part(args, out: Path) -> dict:
             rows.append(f"| {label} | {span_label} | {bold}{m['mean']:.3f}{bold} | {m['min']:.3f} | "
                         f"{m['pooled']:.3f} | {m['episodes']} | {m['time_oracle_mean']:.3f} |")
     md = (f"# Progress model on ArmPush (front camera 64x64)\n\n"
-          f"Command: `robolearn bench rewards --parts progress --out {args.out}`\n\n"
+          f"Command: `robolearn bench rewards --parts progress --out {args.out}"
+          f"{' --progress-whole-episodes' if cfg.whole_episodes else ''}"
+          f"{f' --progress-anchor {cfg.anchor_fraction}' if cfg.anchor_fraction else ''}`\n\n"
           f"Trained on 30 scripted demonstrations by time order only (VLAC-style: (earlier frame, current "
           f"frame, task) -> delta + done; negatives: reversed and stalled pairs), whole demonstrations with "
           f"progress saturating at the first success = {cfg.whole_episodes}, share of pairs from the first "

@@ -27,7 +27,7 @@ from robolearn.rewards.checkpoint import read_meta
 from robolearn.rewards.metrics import binary_metrics, spearman
 
 #: default fresh-episode mix: (kind, count) per 50 episodes
-DEFAULT_MIX = (("scripted", 0.4), ("random", 0.2), ("no_grasp", 0.2), ("low_lift", 0.2))
+DEFAULT_MIX = (("scripted", 0.4), ("random", 0.15), ("no_grasp", 0.15), ("low_lift", 0.15), ("hover", 0.15))
 #: (truth key in a sim episode, name in the results): see the module doc
 PROGRESS_TRUTHS = (("task_progress", "task_potential"), ("progress", "cube_goal"))
 PROGRESS_SPANS = ("episode", "rollout")

@@ -8,6 +8,10 @@ the success pose while recording positives"):
 - `no_grasp`: scripted with the gripper held open (arm goes through the motions, cube stays);
 - `low_lift`: scripted, but the grasp point never rises above 2.5 cm over the grasp height,
   so the cube is held up by less than the 5 cm success height (hard negatives);
+- `hover`: the arm moves between random points 5-14 cm above the table within 10 cm of the
+  cube, gripper open or closed, never grasping (hard negatives: from the front camera a gripper
+  in front of the cube at lift height hides it and looks like a lift; rlpd found that pose
+  within a few thousand steps when such frames were missing, docs/bench/rewards/rl.md);
 - `policy`: a trained policy checkpoint (`policy=` callable obs -> action).
 Per frame the sim's ground truth is recorded: `success`, `progress` (push: 1 - cube-goal
 distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial)
@@ -27,7 +31,8 @@ import numpy as np
 
 from robolearn.errors import ConfigError
 
-KINDS = ("scripted", "random", "no_grasp", "low_lift", "policy")
+KINDS = ("scripted", "random", "no_grasp", "low_lift", "hover", "policy")
+HOVER_STEPS = 25          # control steps per hover waypoint
 
 
 def true_progress(env) -> float:
@@ -73,7 +78,7 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     ctrl = None
-    if kind in ("scripted", "no_grasp", "low_lift"):
+    if kind in ("scripted", "no_grasp", "low_lift", "hover"):
         ctrl = base.scripted_controller()
         ctrl.reset()
     steps = steps or (env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 100)
@@ -82,9 +87,16 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
     prog = [1.0 - raw / d0 if _distance_based(env) else raw]
     out = {"obs": [obs], "action": [], "success": [False], "progress": prog,
            "task_progress": [prog[0] if pot is None else 1.0 - pot / p0]}
-    for _ in range(steps):
+    for t in range(steps):
         if kind == "random":
             a = rng.uniform(-1, 1, env.action_space.shape)
+        elif kind == "hover":
+            if t % HOVER_STEPS == 0:
+                cube = base.task.cube_pose()[0]
+                waypoint = np.array([cube[0] + rng.uniform(-0.1, 0.1), cube[1] + rng.uniform(-0.1, 0.1),
+                                     rng.uniform(0.05, 0.14)])
+                grip = float(rng.choice([-1.0, 1.0]))
+            a = ctrl.toward(waypoint, grip)
         elif kind == "policy":
             a = policy(obs)
         else:
