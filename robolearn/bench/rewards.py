@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     p.add_argument("--out", default="runs/bench-rewards", help="work + results folder")
     p.add_argument("--episodes", type=int, default=50, help="fresh evaluation episodes")
-    p.add_argument("--epochs", type=int, default=15, help="reward-model training epochs")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="reward-model training epochs (default: each model's config: classifier 30, progress 15)")
     p.add_argument("--progress-whole-episodes", action="store_true",
                    help="progress part: train on whole demonstrations, progress 1 after the first success "
                         "(default: cut at the first success; docs/bench/rewards/progress.md compares both)")
@@ -91,7 +92,8 @@ def classifier_part(args, out: Path) -> dict:
                               "(or delete that folder to record again)")
     model_dir = out / "lift-classifier"
     t0 = time.perf_counter()
-    _, report = train_classifier(data, ClassifierConfig(epochs=args.epochs), out=model_dir)
+    ccfg = ClassifierConfig(**({} if args.epochs is None else {"epochs": args.epochs}))
+    _, report = train_classifier(data, ccfg, out=model_dir)
     train_s = time.perf_counter() - t0
     res = evaluate_model(LIFT, model_dir, episodes=args.episodes, seed=100_000, png=out / "classifier.png")
     res["train_report"] = report
@@ -105,9 +107,10 @@ def classifier_part(args, out: Path) -> dict:
         rows.append(f"| fresh: {k} ({m['frames']} frames) | {m['precision']:.3f} | {m['recall']:.3f} | "
                     f"{m['f1']:.3f} | {m['positives']} | {m['fp']} | {m['fn']} |")
     md = (f"# Success classifier on ArmLift ({' + '.join(args.cameras)} camera, 64x64)\n\n"
-          f"Command: `robolearn bench rewards --parts classifier --out {args.out} --cameras {' '.join(args.cameras)}`\n\n"
+          f"Command: `robolearn bench rewards --parts classifier --out {args.out} --cameras {' '.join(args.cameras)}"
+          f"{'' if args.epochs is None else f' --epochs {args.epochs}'}`\n\n"
           "Trained on 20 successful (scripted) + 20 failed (5 random, 5 gripper-open, 5 lifted below the "
-          f"success height, 5 hovering near the cube without it) episodes, {args.epochs} epochs ({train_s:.0f} s on a shared 2-core CPU); "
+          f"success height, 5 hovering near the cube without it) episodes, {ccfg.epochs} epochs ({train_s:.0f} s on a shared 2-core CPU); "
           f"threshold {res['threshold']:.4f} chosen for precision >= 0.99 on held-out episodes (a quarter of "
           "each kind). Fresh episodes: the same kinds with new seeds. "
           "Truth: the sim's success (cube >= 5 cm up) per frame; episodes run to the 100-step limit, "
@@ -129,7 +132,8 @@ def progress_part(args, out: Path) -> dict:
     if not (data / "meta.json").exists():
         record_dataset(PUSH, str(data), [("scripted", 30)], seed=0, env_kwargs=CAMERA_KW)
     model_dir = out / "push-progress"
-    cfg = ProgressConfig(epochs=args.epochs, whole_episodes=args.progress_whole_episodes,
+    cfg = ProgressConfig(**({} if args.epochs is None else {"epochs": args.epochs}),
+                         whole_episodes=args.progress_whole_episodes,
                          anchor_fraction=args.progress_anchor)
     t0 = time.perf_counter()
     _, report = train_progress(data, cfg, out=model_dir)

@@ -37,7 +37,7 @@ class ClassifierConfig:
     hidden: int = 256
     pretrained: str | None = None       # local safetensors of a ConvEncoder / PixelEncoder
     freeze_encoder: bool = False        # keep a pretrained backbone fixed (train the head only)
-    epochs: int = 15
+    epochs: int = 30                    # 15 left the two-camera classifier blind to low lifts
     batch_size: int = 128
     lr: float = 3e-4
     augment_pad: int = 4                # DrQ random shift (pixels); 0: off
