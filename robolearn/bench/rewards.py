@@ -177,7 +177,7 @@ def progress_part(args, out: Path) -> dict:
           "(`terminated=success`), so an RL episode never shows the frames after it; the validation rollouts "
           "run on to the time limit only so the success classifier sees held successes. There the truth is "
           "a near-tie around 1 (the task is done; the arm goes up and down, the cube shifts by millimetres) "
-          "for 70-90 % of the frames, and ranking those measures noise. The last column scores the "
+          "for 55-90 % of the frames, and ranking those measures noise. The last column scores the "
           "training target itself (frame index / first success frame, 1 after it) against each truth: "
           "what a model that learned time order perfectly would get, i.e. the part of the gap to 1 that "
           "belongs to the truth, not to the model.\n\n"
