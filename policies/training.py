@@ -477,7 +477,8 @@ class Trainer:
         # counters and loop state
         self.env_steps = 0
         self.episodes = 0
-        self.rejected_missing_reward = 0  # steps whose reward model had no answer (not stored)
+        # steps whose reward model had no answer (not stored), demos labelled by it included
+        self.rejected_missing_reward = int(np.isnan(demos["reward"]).sum()) if demos is not None else 0
         self.wall_before = 0.0
         self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
         self.rng = np.random.default_rng(cfg.seed)

@@ -79,6 +79,29 @@ def test_bad_inputs_give_clear_errors(tmp_path):
         ProgressReward(tmp_path / "m")
 
 
+def test_env_camera_mismatch_is_named_at_the_step(tmp_path):
+    """A state-observing env reads the classifier's camera itself (bind): a camera the env does
+    not render, or frames of another size, is a RewardModelError (not a MISSING reward that a
+    run would silently drop forever)."""
+    import gymnasium as gym
+
+    import robolearn.env
+
+    robolearn.env.register_all()
+    data = write_dataset(tmp_path / "data", episodes=4, steps=6)
+    train_classifier(data, ClassifierConfig(**{**TINY, "epochs": 1}), out=tmp_path / "m", log=lambda s: None)
+    a = np.zeros(4, np.float32)
+    for kw, match in (({"camera": "wrist", "image_size": [SIZE, SIZE]}, "needs camera 'front'.*camera='front'"),
+                      ({"camera": "front", "image_size": [2 * SIZE, 2 * SIZE]}, r"image_size=\[16, 16\]")):
+        env = gym.make("robolearn/ArmReach-v0", reward_source=str(tmp_path / "m"), **kw)
+        try:
+            env.reset(seed=0)
+            with pytest.raises(RewardModelError, match=match):
+                env.step(a)
+        finally:
+            env.close()
+
+
 def test_nan_score_is_missing_not_zero(tmp_path):
     data = write_dataset(tmp_path / "data", episodes=4, steps=6)
     src, _ = train_classifier(data, ClassifierConfig(**{**TINY, "epochs": 1}), log=lambda s: None)
@@ -86,8 +109,38 @@ def test_nan_score_is_missing_not_zero(tmp_path):
     with torch.no_grad():
         src.model.head[-1].bias.fill_(float("nan"))
     r, ok = src({"front": frame(0.5, True, np.random.default_rng(0))}, {})
-    assert np.isnan(r) and r is not MISSING or np.isnan(MISSING)
+    assert np.isnan(r) and np.isnan(MISSING)     # MISSING is NaN: "no answer", never 0
     assert not ok
+
+
+def test_progress_model_nan_is_missing_and_bad_inputs_are_named(tmp_path):
+    """The progress model shares the classifier's refusals: NaN -> MISSING, wrong image size or
+    camera -> RewardModelError, edited architecture -> RewardModelError naming the mismatch."""
+    import torch
+
+    from robolearn.rewards.progress import ProgressConfig, ProgressReward, train_progress
+
+    data = write_dataset(tmp_path / "data", episodes=4, steps=6)
+    cfg = ProgressConfig(epochs=1, pairs_per_epoch=64, batch_size=32, filters=8, layers=2, feature_dim=16,
+                         hidden=32, augment_pad=1)
+    src, _ = train_progress(data, cfg, out=tmp_path / "p", log=lambda s: None)
+    rng = np.random.default_rng(0)
+    with pytest.raises(RewardModelError, match="image_size"):
+        src({"front": np.zeros((SIZE * 2, SIZE, 3), np.uint8)}, {})
+    with pytest.raises(RewardModelError, match="needs camera 'front'"):
+        src({"wrist": frame(0, False, rng)}, {})
+    loaded = ProgressReward(tmp_path / "p")
+    with torch.no_grad():
+        loaded.model.delta.bias.fill_(float("nan"))
+    loaded.reset()
+    r, ok = loaded({"front": frame(0.5, True, rng)}, {})
+    assert np.isnan(r) and not ok
+    meta_path = tmp_path / "p" / "reward.json"
+    meta = json.loads(meta_path.read_text())
+    meta["arch"]["filters"] = 16
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(RewardModelError, match="wrong architecture"):
+        ProgressReward(tmp_path / "p")
 
 
 def test_dataset_without_both_classes_is_refused(tmp_path):
@@ -114,3 +167,36 @@ def test_colour_jitter_changes_each_image_within_range():
     assert len({tuple(v.round().tolist()) for v in per_image}) == 4
     assert not torch.allclose(per_image[:, 0], per_image[:, 1])   # channels differ: a tint
     assert torch.equal(colour_jitter(x, torch.Generator().manual_seed(0)), y)   # seeded
+
+
+def test_held_out_split_covers_every_kind_of_episode():
+    """The threshold is chosen on held-out frames: each way the episodes were recorded (kind or
+    device) must be there, or the threshold is blind to that kind of hard negative."""
+    from robolearn.rewards.classifier import split_episodes
+
+    kinds = ["scripted"] * 8 + ["random"] * 4 + ["low_lift"] * 4 + ["hover"] * 4
+    eps = list(range(len(kinds)))
+    positive = [k == "scripted" for k in kinds]
+    for seed in range(20):
+        train, val = split_episodes(eps, positive, 0.25, np.random.default_rng(seed), kinds)
+        assert train | val == set(eps) and not train & val
+        assert {kinds[e] for e in val} == {"scripted", "random", "low_lift", "hover"}
+        assert {kinds[e] for e in train} == {"scripted", "random", "low_lift", "hover"}
+    # without sources: by outcome only (one held-out of each at least)
+    train, val = split_episodes(eps, positive, 0.25, np.random.default_rng(0))
+    assert any(positive[e] for e in val) and any(not positive[e] for e in val)
+
+
+def test_hover_episodes_never_succeed_and_stay_near_the_cube():
+    from robolearn.policies.training import make_env
+    from robolearn.rewards.sim_episodes import run_episode
+
+    env = make_env("robolearn/ArmLift-v0", "state")
+    try:
+        ep = run_episode(env, "hover", seed=1, steps=60)
+        task = env.unwrapped.task
+        rel = task.ee_pos - task.cube_pose()[0]
+    finally:
+        env.close()
+    assert not ep["success"].any() and len(ep["action"]) == 60
+    assert np.abs(rel[:2]).max() < 0.12 and 0.03 < task.ee_pos[2] < 0.16, rel   # in the air, near the cube

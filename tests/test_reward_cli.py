@@ -44,3 +44,16 @@ def test_bad_arguments(tmp_path, capsys):
     assert main(["reward", "eval", "--env", "robolearn/ArmLift-v0", "--model", str(tmp_path / "none")]) == 2
     assert "no reward.json" in capsys.readouterr().err
     assert main(["reward", "train", str(tmp_path / "none"), "--kind", "classifier", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_bench_classifier_part_refuses_another_recording(tmp_path):
+    """`bench rewards` reuses OUT/lift-data only if it is the recording it would make (cameras and
+    episode kinds): a front-only recording from an older recipe must not be trained on silently."""
+    from robolearn.bench.rewards import build_parser, classifier_part
+    from robolearn.errors import ConfigError
+
+    write_dataset(tmp_path / "lift-data", episodes=4, steps=4)
+    args = build_parser().parse_args(["--parts", "classifier", "--out", str(tmp_path)])
+    assert args.cameras == ["front", "wrist"] and args.rl_steps == 8000 and args.rl_seeds == [0, 1]
+    with pytest.raises(ConfigError, match="another recording"):
+        classifier_part(args, tmp_path)

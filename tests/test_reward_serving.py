@@ -26,6 +26,20 @@ class Dying:
         return 1.0, True
 
 
+class NaNScores:
+    """A reward model that answers twice, then scores NaN (and still claims success)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def reset(self):
+        pass
+
+    def __call__(self, obs, info):
+        self.n += 1
+        return (1.0 if self.n <= 2 else float("nan")), True
+
+
 def _env(source):
     import gymnasium as gym
     import robolearn.env  # noqa: F401 - registration
@@ -34,8 +48,9 @@ def _env(source):
     return gym.make("robolearn/ArmReach-v0", reward_source=source)
 
 
-def test_missing_reward_is_nan_flagged_and_not_zero():
-    env = _env(GuardedReward(Dying()))
+@pytest.mark.parametrize("model", [Dying, NaNScores])
+def test_missing_reward_is_nan_flagged_and_not_zero(model):
+    env = _env(GuardedReward(model()))
     env.reset(seed=0)
     a = np.zeros(4, np.float32)
     _, r1, term1, _, info1 = env.step(a)
@@ -48,23 +63,26 @@ def test_missing_reward_is_nan_flagged_and_not_zero():
     env.close()
 
 
-def test_training_loop_never_stores_a_missing_reward(tmp_path):
+@pytest.mark.parametrize("model", [Dying, NaNScores])
+def test_training_loop_never_stores_a_missing_reward(tmp_path, model):
     from robolearn.policies.training import TrainConfig, Trainer
 
     cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=30, eval_every=0, eval_episodes=1,
                       learning_starts=40, video=False, progress=False, out=str(tmp_path / "run"))
     tr = Trainer(cfg)
     try:
-        tr.env.unwrapped.reward_source = GuardedReward(Dying())
+        tr.env.unwrapped.reward_source = GuardedReward(model())
         tr.run()
-        assert tr.rejected_missing_reward == 28       # 2 answered steps, then the model was gone
+        assert tr.rejected_missing_reward == 28       # 2 answered steps, then the model was gone / NaN
         assert len(tr.replay) <= 2 + 2                 # only the answered steps (+ episode-end padding)
+        assert np.isfinite(tr.replay._reward).all()    # no NaN slipped in as a stored reward
     finally:
         tr.close()
 
 
-def test_labeler_marks_missing_transitions():
-    lab = TransitionLabeler(Dying())
+@pytest.mark.parametrize("model", [Dying, NaNScores])
+def test_labeler_marks_missing_transitions(model):
+    lab = TransitionLabeler(model())
     r, s, ok = lab.label({"state": np.zeros((4, 3), np.float32)})
     assert ok.tolist() == [True, True, False, False]
     assert r[:2].tolist() == [1.0, 1.0] and np.isnan(r[2:]).all() and s.tolist() == [True, True, False, False]
@@ -103,3 +121,32 @@ def test_reward_source_spec_forms(tmp_path):
         make_reward_source(42)
     d = Dying()
     assert make_reward_source(d) is d
+
+
+def test_demos_labelled_by_a_model_skip_its_missing_rewards():
+    """Demos collected through a reward source (rlpd's scripted:N with a learned reward) carry
+    the model's NaN for steps it had no answer for: those rows are skipped, never stored."""
+    from robolearn.data.replay import ReplayBuffer, transitions_to_buffer
+    from robolearn.policies.training import collect_scripted
+
+    class EveryOtherNaN:
+        n = 0
+
+        def reset(self):
+            pass
+
+        def __call__(self, obs, info):
+            self.n += 1
+            return (float("nan") if self.n % 2 else 0.0), False
+
+    env = _env(GuardedReward(EveryOtherNaN()))
+    try:
+        demos = collect_scripted(env, 1, seed=0)
+    finally:
+        env.close()
+    missing = np.isnan(demos["reward"])
+    assert missing.sum() >= 1 and (~missing).sum() >= 2
+    buf = ReplayBuffer(env.observation_space, env.action_space, 500)
+    transitions_to_buffer(demos, buf)
+    assert len(buf) == int((~missing).sum())
+    assert np.isfinite(buf._reward).all()

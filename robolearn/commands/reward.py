@@ -19,7 +19,8 @@ def add_arguments(parser) -> None:
     t.add_argument("--kind", choices=("classifier", "progress"), required=True)
     t.add_argument("--out", required=True, help="model folder (model.safetensors + reward.json)")
     t.add_argument("--cameras", nargs="+", default=None, help="cameras to use (default: all recorded)")
-    t.add_argument("--epochs", type=int, default=15)
+    t.add_argument("--epochs", type=int, default=None,
+                   help="training epochs (default: the model's config, classifier 30, progress 15)")
     t.add_argument("--target-precision", type=float, default=0.99,
                    help="classifier: choose the threshold for this held-out precision (default 0.99)")
     t.add_argument("--pretrained", default=None, help="classifier: local safetensors of a conv encoder")
@@ -45,14 +46,15 @@ def run(args) -> int:
     from robolearn.errors import ConfigError
 
     if args.action == "train":
-        if args.epochs < 1:
+        if args.epochs is not None and args.epochs < 1:
             raise ConfigError(f"--epochs {args.epochs}: must be >= 1")
         if args.kind == "classifier":
             from robolearn.rewards.classifier import ClassifierConfig, train_classifier
 
             if not 0 < args.target_precision <= 1:
                 raise ConfigError(f"--target-precision {args.target_precision}: choose a value in (0, 1]")
-            cfg = ClassifierConfig(cameras=args.cameras or [], epochs=args.epochs, seed=args.seed,
+            epochs = {} if args.epochs is None else {"epochs": args.epochs}
+            cfg = ClassifierConfig(cameras=args.cameras or [], **epochs, seed=args.seed,
                                    target_precision=args.target_precision, pretrained=args.pretrained,
                                    freeze_encoder=args.freeze_encoder, colour_jitter=args.colour_jitter)
             _, report = train_classifier(args.dataset, cfg, out=args.out)
@@ -62,7 +64,8 @@ def run(args) -> int:
         else:
             from robolearn.rewards.progress import ProgressConfig, train_progress
 
-            _, report = train_progress(args.dataset, ProgressConfig(cameras=args.cameras or [], epochs=args.epochs,
+            epochs = {} if args.epochs is None else {"epochs": args.epochs}
+            _, report = train_progress(args.dataset, ProgressConfig(cameras=args.cameras or [], **epochs,
                                                                     seed=args.seed), out=args.out)
         print(f"saved {args.out}")
         return 0
@@ -87,7 +90,10 @@ def run(args) -> int:
         print(f"  {k:9s} precision {m['precision']:.3f} recall {m['recall']:.3f} false positives {m['fp']}")
     if "progress_spearman_mean" in res:
         print(f"  rank correlation of progress with true progress: {res['progress_spearman_mean']:.3f} "
-              f"(mean over episodes), {res['progress_spearman_pooled']:.3f} (pooled)")
+              f"(mean over episodes), {res['progress_spearman_pooled']:.3f} (pooled); "
+              f"{res['progress_spearman_definition']}")
+        for truth, spans in res["progress_spearman"].items():
+            print("    " + truth + ": " + ", ".join(f"{span} {m['mean']:.3f}" for span, m in spans.items()))
     lat = res["latency_ms_per_frame"]
     print(f"  latency per frame: median {lat['median']:.2f} ms, p95 {lat['p95']:.2f} ms; plot {png}")
     if args.json:

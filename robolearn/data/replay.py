@@ -433,7 +433,9 @@ def transitions_to_buffer(transitions: dict, buffer: ReplayBuffer) -> ReplayBuff
     `truncated`, optional `intervention`), in time order, to `buffer`.
 
     Raises DatasetError naming the key and shapes when the data does not fit the buffer's
-    spaces (e.g. demos recorded with another camera size or a different env).
+    spaces (e.g. demos recorded with another camera size or a different env). A NaN reward is
+    a reward model's "no answer" (robolearn.rewards.base.MISSING, e.g. demos labelled by a
+    learned reward): that row is skipped, never stored; an infinite reward is refused.
     """
     required = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
     missing = [k for k in required if k not in transitions]
@@ -472,6 +474,8 @@ def transitions_to_buffer(transitions: dict, buffer: ReplayBuffer) -> ReplayBuff
                 raise DatasetError(f"{which}[{k!r}] has dtype {a.dtype}, expected {dtype}")
         obs_sets[which] = {k: np.asarray(d[k]) for k in buffer.spec}
     for t in range(n):
+        if np.isnan(reward[t]):
+            continue
         buffer.add({k: v[t] for k, v in obs_sets["obs"].items()}, action[t], float(reward[t]),
                    {k: v[t] for k, v in obs_sets["next_obs"].items()}, bool(term[t]),
                    bool(trunc[t]), bool(interv[t]))

@@ -37,7 +37,7 @@ class ClassifierConfig:
     hidden: int = 256
     pretrained: str | None = None       # local safetensors of a ConvEncoder / PixelEncoder
     freeze_encoder: bool = False        # keep a pretrained backbone fixed (train the head only)
-    epochs: int = 15
+    epochs: int = 30                    # 15 left the two-camera classifier blind to low lifts
     batch_size: int = 128
     lr: float = 3e-4
     augment_pad: int = 4                # DrQ random shift (pixels); 0: off
@@ -83,7 +83,7 @@ def load_frames(dataset: str | Path, cameras: list[str] | None = None) -> dict[s
     if bad:
         raise RewardModelError(f"camera(s) {bad} not in dataset {dataset} (cameras: {ds.cameras})")
     frames: dict[str, list] = {c: [] for c in cams}
-    labels, episode, outcome = [], [], []
+    labels, episode, outcome, source = [], [], [], []
     for ep in ds.episodes():
         lab = frame_labels(ep)
         for c in cams:
@@ -91,18 +91,23 @@ def load_frames(dataset: str | Path, cameras: list[str] | None = None) -> dict[s
         labels.append(lab)
         episode.append(np.full(len(lab), ep.index))
         outcome.append(bool(lab.any()))
+        source.append(str(ep.meta.get("kind") or ep.meta.get("device") or ""))
     return {"frames": {c: np.concatenate(v) for c, v in frames.items()}, "labels": np.concatenate(labels),
-            "episode": np.concatenate(episode), "episode_has_success": outcome,
+            "episode": np.concatenate(episode), "episode_has_success": outcome, "episode_source": source,
             "episodes": [int(i) for i in ds.indices], "cameras": cams,
             "image_shape": tuple(ds.observation_space[cams[0]].shape), "env_id": ds.env_id}
 
 
 def split_episodes(episodes: list[int], positive: list[bool], val_fraction: float,
-                   rng: np.random.Generator) -> tuple[set, set]:
-    """Held-out episodes drawn from successful and failed episodes alike (at least one each)."""
+                   rng: np.random.Generator, source: list[str] | None = None) -> tuple[set, set]:
+    """Held-out episodes drawn from successful and failed episodes alike and, within each, from
+    every way they were recorded (`source`: the episode kind or teleop device) with at least one
+    each: the threshold is chosen on the held-out frames, so a kind of hard negative missing
+    there would set it blind to that kind."""
+    source = source or [""] * len(episodes)
     val: set = set()
-    for want in (True, False):
-        group = [e for e, p in zip(episodes, positive) if p == want]
+    for key in dict.fromkeys(zip(positive, source)):
+        group = [e for e, p, s in zip(episodes, positive, source) if (p, s) == key]
         rng.shuffle(group)
         k = max(1, int(round(val_fraction * len(group)))) if len(group) > 1 else 0
         val.update(group[:k])
@@ -122,7 +127,8 @@ def train_classifier(dataset: str | Path, cfg: ClassifierConfig | None = None, o
                            "failed episodes too, or mark success frames with the 'g' key)")
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
-    train_eps, val_eps = split_episodes(data["episodes"], data["episode_has_success"], cfg.val_fraction, rng)
+    train_eps, val_eps = split_episodes(data["episodes"], data["episode_has_success"], cfg.val_fraction, rng,
+                                        data["episode_source"])
     tr = np.isin(data["episode"], list(train_eps))
     va = np.isin(data["episode"], list(val_eps))
     model = SuccessClassifier(shape, cams, **_arch(cfg))

@@ -1,12 +1,20 @@
 """Progress reward (VLAC-style): (earlier frame, current frame, task) -> progress delta + done.
 
-Trained from demonstrations by time order alone (no reward labels needed): for frames i < j of
-a demonstration that ends in success, the target delta is (j - i) / (frames to success), the
-reversed pair (j, i) gets the negative of it, and a stalled pair (the same frame twice, i.e. no
-change) gets 0, so the model must look at what changed rather than at the frame alone. The
-done head learns the demonstration's success frames. Dense reward for a step = the delta
-between the previous and the current frame; `progress(frame_0, frame_t)` ranks frames by how
-far the task has come, which `robolearn reward eval` compares with the sim's true progress.
+Trained from demonstrations by time order alone (no reward labels needed): a frame t of a
+demonstration whose first success frame is T has time progress p(t) = min(t, T) / T; for frames
+i < j the target delta is p(j) - p(i), the reversed pair (j, i) gets the negative of it, and a
+stalled pair (the same frame twice, i.e. no change) gets 0, so the model must look at what
+changed rather than at the frame alone. The done head learns the demonstration's success frames.
+
+Whole demonstrations, with progress saturating at 1 after the first success (`whole_episodes`):
+a policy whose done flag misses a success keeps going, and a model that never saw a solved
+state rates it at random (cut demonstrations gave ~0.5 correlation on such frames). A share of
+pairs starts at the demonstration's first frame (`anchor_fraction`): that is the pair
+`predict_episode` asks about (progress since reset).
+
+Dense reward for a step = the delta between the previous and the current frame;
+`progress(frame_0, frame_t)` ranks frames by how far the task has come, which
+`robolearn reward eval` compares with the sim's true progress.
 """
 from __future__ import annotations
 
@@ -40,7 +48,9 @@ class ProgressConfig:
     batch_size: int = 128
     lr: float = 3e-4
     stalled_fraction: float = 0.2       # share of (i, i) pairs, target 0
-    reversed_fraction: float = 0.3      # share of (j, i) pairs, target -(j - i) / T
+    reversed_fraction: float = 0.3      # share of (j, i) pairs, target -(p(j) - p(i))
+    anchor_fraction: float = 0.0        # share of pairs whose earlier frame is the first frame
+    whole_episodes: bool = False        # keep frames after the first success (progress 1 there)
     val_fraction: float = 0.2
     augment_pad: int = 4
     seed: int = 0
@@ -77,7 +87,8 @@ def _arch(cfg):
 
 def train_progress(dataset: str | Path, cfg: ProgressConfig | None = None, out: str | Path | None = None,
                    log: Callable[[str], None] = print):
-    """Train on the successful episodes of a dataset (each cut at its first success frame)."""
+    """Train on the successful episodes of a dataset: whole (`cfg.whole_episodes`, progress
+    saturating at the first success) or cut at their first success frame."""
     from robolearn.data.dataset import Dataset
     from robolearn.policies.encoders import random_shift
     from robolearn.rewards.metrics import spearman
@@ -88,15 +99,16 @@ def train_progress(dataset: str | Path, cfg: ProgressConfig | None = None, out: 
     if not cams or any(c not in ds.cameras for c in cams):
         raise RewardModelError(f"dataset {dataset} has cameras {ds.cameras}; the progress model needs {cams or 'one'}")
     task = cfg.task or ds.env_id
-    demos = []  # (frames {cam: (T+1,...)}, success labels (T+1,))
+    demos = []  # (frames {cam: (N+1,...)}, success labels (N+1,), time progress (N+1,))
     for ep in ds.episodes():
         lab = frame_labels(ep)
         if not lab.any():
             continue
-        end = int(np.flatnonzero(lab)[0])
-        if end < 2:
+        first = int(np.flatnonzero(lab)[0])
+        if first < 2:
             continue
-        demos.append(({c: ep.frames(c)[:end + 1] for c in cams}, lab[:end + 1]))
+        end = len(lab) if cfg.whole_episodes else first + 1
+        demos.append(({c: ep.frames(c)[:end] for c in cams}, lab[:end], time_progress(end, first)))
     if len(demos) < 2:
         raise DatasetError(f"{dataset}: {len(demos)} successful episode(s); the progress model needs at least 2 "
                            "demonstrations that reach success")
@@ -116,13 +128,14 @@ def train_progress(dataset: str | Path, cfg: ProgressConfig | None = None, out: 
         cu = {c: [] for c in cams}
         delta, done = np.zeros(n, np.float32), np.zeros(n, np.float32)
         for k, e in enumerate(e_idx):
-            fr, lab = train[e]
-            T = len(lab) - 1
-            i, j = sorted(rng.integers(0, T + 1, size=2))
+            fr, lab, prog = train[e]
+            i, j = sorted(rng.integers(0, len(lab), size=2))
+            if rng.random() < cfg.anchor_fraction:
+                i = 0
             u = rng.random()
             if u < cfg.stalled_fraction:
                 j = i
-            d = (j - i) / T
+            d = prog[j] - prog[i]
             if cfg.stalled_fraction <= u < cfg.stalled_fraction + cfg.reversed_fraction:
                 i, j, d = j, i, -d
             for c in cams:
@@ -155,9 +168,9 @@ def train_progress(dataset: str | Path, cfg: ProgressConfig | None = None, out: 
             "threshold": 0.5, "dataset": str(dataset), "env_id": ds.env_id, "config": asdict(cfg)}
     src = ProgressReward(model=model, meta=meta)
     rhos = []
-    for fr, lab in val:
+    for fr, lab, prog in val:
         p, _ = src.predict_episode(fr)
-        rhos.append(spearman(p, np.arange(len(lab))))
+        rhos.append(spearman(p, prog))
     report = {"held_out_time_spearman": float(np.nanmean(rhos)), "train_demos": len(train), "held_out_demos": len(val),
               "train_seconds": round(time.perf_counter() - t0, 1)}
     meta["report"] = report
@@ -165,6 +178,12 @@ def train_progress(dataset: str | Path, cfg: ProgressConfig | None = None, out: 
     if out is not None:
         save_model(out, model, meta)
     return src, report
+
+
+def time_progress(n: int, first_success: int) -> np.ndarray:
+    """(n,) progress of a demonstration's frames by time: t / T up to the first success frame T,
+    1 after it (the task is done; what the arm does then is no further progress)."""
+    return np.minimum(np.arange(n), first_success) / first_success
 
 
 class ProgressReward:

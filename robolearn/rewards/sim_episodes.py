@@ -8,9 +8,19 @@ the success pose while recording positives"):
 - `no_grasp`: scripted with the gripper held open (arm goes through the motions, cube stays);
 - `low_lift`: scripted, but the grasp point never rises above 2.5 cm over the grasp height,
   so the cube is held up by less than the 5 cm success height (hard negatives);
+- `hover`: the arm moves between random points 5-14 cm above the table within 10 cm of the
+  cube, gripper open or closed, never grasping (hard negatives: from the front camera a gripper
+  in front of the cube at lift height hides it and looks like a lift; rlpd found that pose
+  within a few thousand steps when such frames were missing, docs/bench/rewards/rl.md);
 - `policy`: a trained policy checkpoint (`policy=` callable obs -> action).
-Per frame the sim's ground truth is recorded: `success` and `progress` (push: 1 - cube-goal
-distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial).
+Per frame the sim's ground truth is recorded: `success`, `progress` (push: 1 - cube-goal
+distance / initial distance; lift: cube height / lift height; reach: 1 - distance / initial)
+and `task_progress`, the task's own dense-reward potential normalised the same way (push:
+1 - phi / phi_0 with phi = cube-goal distance + 0.5 grasp point-cube distance, the quantity
+ArmPush's reward is -10 x; reach: as `progress`; lift, whose reward is sparse: as `progress`).
+Why both for push: the cube-goal distance does not move while the arm approaches the cube, so
+`progress` calls the first third of a push "no progress" (all ties), whereas the task's own
+reward, which RL optimises, counts the approach.
 """
 from __future__ import annotations
 
@@ -21,7 +31,8 @@ import numpy as np
 
 from robolearn.errors import ConfigError
 
-KINDS = ("scripted", "random", "no_grasp", "low_lift", "policy")
+KINDS = ("scripted", "random", "no_grasp", "low_lift", "hover", "policy")
+HOVER_STEPS = 25          # control steps per hover waypoint
 
 
 def true_progress(env) -> float:
@@ -40,6 +51,18 @@ def true_progress(env) -> float:
     raise ConfigError(f"no ground-truth progress for task {name!r}")
 
 
+def task_potential(env) -> float | None:
+    """The distance the task's dense reward is -10 x (push, reach); None for a sparse task."""
+    task = env.unwrapped.task
+    name = getattr(task, "name", "")
+    if name == "push":
+        pos = task.cube_pose()[0]
+        return float(np.linalg.norm(pos[:2] - task.goal[:2]) + 0.5 * np.linalg.norm(pos - task.ee_pos))
+    if name == "reach":
+        return float(np.linalg.norm(task.goal - task.ee_pos))
+    return None
+
+
 def _distance_based(env) -> bool:
     return getattr(env.unwrapped.task, "name", "") in ("push", "reach")
 
@@ -55,17 +78,25 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     ctrl = None
-    if kind in ("scripted", "no_grasp", "low_lift"):
+    if kind in ("scripted", "no_grasp", "low_lift", "hover"):
         ctrl = base.scripted_controller()
         ctrl.reset()
     steps = steps or (env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 100)
-    raw = true_progress(env)
-    d0 = max(raw, 1e-6)
+    raw, pot = true_progress(env), task_potential(env)
+    d0, p0 = max(raw, 1e-6), max(pot or 0.0, 1e-6)
     prog = [1.0 - raw / d0 if _distance_based(env) else raw]
-    out = {"obs": [obs], "action": [], "success": [False], "progress": prog}
-    for _ in range(steps):
+    out = {"obs": [obs], "action": [], "success": [False], "progress": prog,
+           "task_progress": [prog[0] if pot is None else 1.0 - pot / p0]}
+    for t in range(steps):
         if kind == "random":
             a = rng.uniform(-1, 1, env.action_space.shape)
+        elif kind == "hover":
+            if t % HOVER_STEPS == 0:
+                cube = base.task.cube_pose()[0]
+                waypoint = np.array([cube[0] + rng.uniform(-0.1, 0.1), cube[1] + rng.uniform(-0.1, 0.1),
+                                     rng.uniform(0.05, 0.14)])
+                grip = float(rng.choice([-1.0, 1.0]))
+            a = ctrl.toward(waypoint, grip)
         elif kind == "policy":
             a = policy(obs)
         else:
@@ -80,13 +111,15 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
                 a[2] = min(a[2], room)
         a = np.clip(np.asarray(a, np.float32), -1, 1)
         obs, r, term, trunc, info = base.step(a)  # past termination on purpose (see module doc)
-        raw = true_progress(env)
+        raw, pot = true_progress(env), task_potential(env)
         out["obs"].append(obs)
         out["action"].append(a)
         out["success"].append(bool(info["success"]))
         out["progress"].append(1.0 - raw / d0 if _distance_based(env) else raw)
+        out["task_progress"].append(out["progress"][-1] if pot is None else 1.0 - pot / p0)
     out["success"] = np.asarray(out["success"])
-    out["progress"] = np.clip(np.asarray(out["progress"], np.float64), -1.0, 1.0)
+    for k in ("progress", "task_progress"):
+        out[k] = np.clip(np.asarray(out[k], np.float64), -1.0, 1.0)
     return out
 
 
