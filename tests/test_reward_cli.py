@@ -57,3 +57,45 @@ def test_bench_classifier_part_refuses_another_recording(tmp_path):
     assert args.cameras == ["front", "wrist"] and args.rl_steps == 8000 and args.rl_seeds == [0, 1]
     with pytest.raises(ConfigError, match="another recording"):
         classifier_part(args, tmp_path)
+
+
+def test_train_never_overwrites_an_earlier_model_unless_asked(tmp_path, capsys):
+    """A second `reward train --out` into a model folder is refused before training (the first
+    model's bytes untouched); --overwrite replaces it; no temp file is left behind."""
+    data = write_dataset(tmp_path / "data", episodes=6, steps=8)
+    args = ["reward", "train", str(data), "--kind", "classifier", "--out", str(tmp_path / "m"), "--epochs", "1"]
+    assert main(args) == 0
+    before = (tmp_path / "m" / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    assert main(args + ["--seed", "1"]) == 2
+    assert "already holds a reward model" in capsys.readouterr().err
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == before
+    assert main(args + ["--seed", "1", "--overwrite"]) == 0
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() != before
+    assert not list((tmp_path / "m").glob("*.tmp"))
+
+
+def test_save_model_failure_keeps_the_previous_model(tmp_path, monkeypatch):
+    """A write that fails half way (disk full) is a RewardModelError; the previous model stays
+    loadable and no temp file is left."""
+    import torch
+
+    from robolearn.rewards import checkpoint
+    from robolearn.rewards.base import RewardModelError
+
+    net = torch.nn.Linear(2, 1)
+    checkpoint.save_model(tmp_path, net, {"kind": "classifier"})
+    before = (tmp_path / "model.safetensors").read_bytes()
+    import safetensors.torch
+
+    def full_disk(tensors, filename, *a, **k):
+        with open(filename, "wb") as f:   # part of the file lands, then the disk is full
+            f.write(b"\0" * 10)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    with pytest.raises(RewardModelError, match="No space left"):
+        checkpoint.save_model(tmp_path, torch.nn.Linear(2, 1), {"kind": "classifier"})
+    assert not list(tmp_path.glob("*.tmp"))
+    assert checkpoint.read_meta(tmp_path)["kind"] == "classifier"
+    assert (tmp_path / "model.safetensors").read_bytes() == before

@@ -18,6 +18,8 @@ def add_arguments(parser) -> None:
     t.add_argument("dataset", help="dataset folder recorded with camera frames (robolearn record --obs both)")
     t.add_argument("--kind", choices=("classifier", "progress"), required=True)
     t.add_argument("--out", required=True, help="model folder (model.safetensors + reward.json)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace a model already in --out (without it, an existing model is never touched)")
     t.add_argument("--cameras", nargs="+", default=None, help="cameras to use (default: all recorded)")
     t.add_argument("--epochs", type=int, default=None,
                    help="training epochs (default: the model's config, classifier 30, progress 15)")
@@ -48,6 +50,12 @@ def run(args) -> int:
     if args.action == "train":
         if args.epochs is not None and args.epochs < 1:
             raise ConfigError(f"--epochs {args.epochs}: must be >= 1")
+        from robolearn.rewards.checkpoint import existing_model
+
+        earlier = existing_model(args.out)
+        if earlier and not args.overwrite:  # checked before minutes of training, not after
+            raise ConfigError(f"{args.out} already holds a reward model ({', '.join(earlier)}); choose "
+                              "another --out or pass --overwrite to replace it (nothing was changed)")
         if args.kind == "classifier":
             from robolearn.rewards.classifier import ClassifierConfig, train_classifier
 

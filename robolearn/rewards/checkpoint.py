@@ -16,16 +16,31 @@ META = "reward.json"
 FORMAT = "robolearn-reward-model"
 
 
+def existing_model(out: str | os.PathLike) -> list[str]:
+    """The model files already in `out` (empty: nothing to overwrite)."""
+    out = Path(out)
+    return [name for name in (META, WEIGHTS) if (out / name).exists()]
+
+
 def save_model(out: str | os.PathLike, module: torch.nn.Module, meta: dict) -> Path:
+    """Write weights and metadata to temp files first and rename both into place only when
+    both are complete, so a crash or a full disk while writing leaves the previous model (or
+    none), never a truncated one; temp files are removed on failure."""
     from safetensors.torch import save_file
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in module.state_dict().items()}
-    save_file(tensors, str(out / WEIGHTS))
-    tmp = out / (META + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, **meta}, indent=2))
-    os.replace(tmp, out / META)
+    tmp_w, tmp_m = out / (WEIGHTS + ".tmp"), out / (META + ".tmp")
+    try:
+        save_file(tensors, str(tmp_w))
+        tmp_m.write_text(json.dumps({"format": FORMAT, **meta}, indent=2))
+        os.replace(tmp_w, out / WEIGHTS)
+        os.replace(tmp_m, out / META)
+    except OSError as exc:
+        for tmp in (tmp_w, tmp_m):
+            tmp.unlink(missing_ok=True)
+        raise RewardModelError(f"cannot write the reward model to {out}: {exc}") from None
     return out
 
 
