@@ -88,8 +88,6 @@ def run(args) -> int:
     silent_now = set(args.silent_id) if args.silent_after is None else set()
     faults = Faults(drop_rate=args.drop_rate, corrupt_rate=args.corrupt_rate,
                     delay_s=args.delay_ms / 1000.0, silent_ids=silent_now, seed=args.seed)
-    import json
-
     from robolearn.drivers.emulation import CameraStreamer, make_emulator, plant_model_data
     from robolearn.drivers.reality import load_reality
 
@@ -111,6 +109,24 @@ def run(args) -> int:
     model, data = plant_model_data(emu)
     if not args.no_cameras and model is not None:
         streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port)
+    # Installed before the port is printed: a parent that reads the port and stops us at once
+    # must get the clean Ctrl-C path, not the default SIGTERM death.
+    signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
+    try:
+        _announce_and_serve(args, emu, streamer, reality)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if streamer is not None:
+            streamer.close()
+        emu.close()
+    return 0
+
+
+def _announce_and_serve(args, emu, streamer, reality) -> None:
+    """Start serving, print where (port, then camera URLs as JSON), run until the duration or a signal."""
+    import json
+
     emu.start()
     print(emu.path, flush=True)
     print(json.dumps({"cameras": streamer.urls if streamer else {},
@@ -122,26 +138,17 @@ def run(args) -> int:
             print(f"camera {name}: {url}", file=sys.stderr, flush=True)
     if args.device == "arm" and args.calibration_out:
         print(f"calibration written to {args.calibration_out}", file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
     t0 = time.monotonic()
     unplugged = False
-    try:
-        while args.duration is None or time.monotonic() - t0 < args.duration:
-            elapsed = time.monotonic() - t0
-            if args.silent_after is not None and elapsed >= args.silent_after:
-                emu.faults.silent_ids |= set(args.silent_id)
-            if args.unplug_after is not None and not unplugged and elapsed >= args.unplug_after:
-                if args.device == "arm":
-                    emu.unplug(servo_power=args.cut_servo_power)
-                else:
-                    emu.unplug()
-                unplugged = True
-                print("unplugged", file=sys.stderr, flush=True)
-            time.sleep(0.05)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if streamer is not None:
-            streamer.close()
-        emu.close()
-    return 0
+    while args.duration is None or time.monotonic() - t0 < args.duration:
+        elapsed = time.monotonic() - t0
+        if args.silent_after is not None and elapsed >= args.silent_after:
+            emu.faults.silent_ids |= set(args.silent_id)
+        if args.unplug_after is not None and not unplugged and elapsed >= args.unplug_after:
+            if args.device == "arm":
+                emu.unplug(servo_power=args.cut_servo_power)
+            else:
+                emu.unplug()
+            unplugged = True
+            print("unplugged", file=sys.stderr, flush=True)
+        time.sleep(0.05)
