@@ -170,6 +170,23 @@ def test_human_prompt_through_a_pty(term):
     env.close()
 
 
+def test_a_failing_reset_keeps_the_recorded_episodes(tmp_path):
+    """Recording session: the episode before the failed reset is on disk, complete."""
+    from robolearn.data.dataset import Dataset
+    from robolearn.data.recording import RecordingWrapper
+
+    env = RecordingWrapper(gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="raise"),
+                           tmp_path / "ds", env_id="robolearn/ArmReach-v0")
+    env.reset(seed=0)
+    for _ in range(7):
+        env.step(np.array([0.5, 0.0, 0.0, 1.0], np.float32))
+    with pytest.raises(ResetError, match="gripper encoder not found.*held still"):
+        env.reset(options={"reset_controller": _Raises()})
+    env.close()
+    ds = Dataset(tmp_path / "ds")
+    assert len(ds) == 1 and ds.episode(0).steps == 7
+
+
 class _FailsOnce:
     kind = "scripted"
 
@@ -237,6 +254,8 @@ def test_autonomous_practice_recovers_every_crash_and_stall():
         obs, _, term, trunc, info = env.step(a)
         if term or trunc:
             triggers.append(info["practice_trigger"])
+            # a crash ends the learner's attempt (terminated: nothing to bootstrap), a stall is cut
+            assert (term, trunc) == ((True, False) if info["practice_trigger"] == "collision" else (False, True))
             obs, info = env.reset()
             driver.reset()
             assert info["reset"]["ok"], info["reset"]["message"]
@@ -244,6 +263,8 @@ def test_autonomous_practice_recovers_every_crash_and_stall():
     assert base.teleport_count() == 0
     with pytest.raises(ConfigError, match="reset_mode='physical'"):
         AutonomousPractice(gym.make("robolearn/CarLap-v0"))
+    with pytest.raises(ConfigError, match="progress.*collisions.*ArmPush"):
+        AutonomousPractice(gym.make("robolearn/ArmPush-v0", reset_mode="physical"))
 
 
 def test_checkpoints_from_a_slow_lap_follow_the_track():
