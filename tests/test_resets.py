@@ -312,3 +312,21 @@ def test_push_200_physical_episodes_zero_teleports_95pct_resets():
     r = arm_episodes("physical", 200, "scripted", seed=0)
     assert r["teleports_total"] == 0 and r["resets"]["teleports"] == 0
     assert r["resets"]["success_rate"] >= 0.95, r["resets"]
+
+
+def test_bench_car_slow_lap_and_lap_timing(tmp_path):
+    """The car-learned bench's pieces: one slow demonstration lap (a loadable --demos .npz whose
+    lap is slower than pure pursuit's) and lap timing of a driver on fixed episodes."""
+    from robolearn.bench.resets import _pure_pursuit, eval_laps, slow_demo_lap
+    from robolearn.policies.training import load_npz_transitions
+
+    demo = slow_demo_lap(str(tmp_path / "lap.npz"), seed=0)
+    t = load_npz_transitions(tmp_path / "lap.npz")
+    assert len(t["action"]) == demo["transitions"] and t["truncated"][-1] and not t["truncated"][:-1].any()
+    assert set(t["obs"]) == {"state", "privileged"}
+    assert 10.0 < demo["lap_time_s"] < 16.0 and t["reward"].sum() > 17.0     # a 17.28 m lap, and a bit
+    pp = eval_laps(_pure_pursuit, 1, seed=0)
+    assert pp["laps"] >= 6 and pp["collisions"] == 0 and 7.0 < pp["best_lap_s"] < 9.0
+    assert pp["best_lap_s"] < demo["lap_time_s"]
+    stopped = eval_laps(lambda env: (lambda obs: np.zeros(2, np.float32), None), 1, seed=0)
+    assert stopped["laps"] == 0 and stopped["best_lap_s"] is None
