@@ -127,6 +127,30 @@ def test_a_hanging_reset_controller_times_out_and_is_counted():
     env.close()
 
 
+def test_a_reset_controller_stuck_in_wall_time_is_stopped_and_the_robot_held():
+    """A controller that yields without moving the robot (waiting on something that never
+    comes) is caught by the wall-clock limit, not only the robot-time one."""
+    from robolearn.resets.supervisor import ResetSupervisor
+
+    class Waits:
+        kind = "scripted"
+
+        def run(self, task, rng):
+            while True:
+                time.sleep(0.05)
+                yield 0.0
+
+    env = gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    sup = ResetSupervisor(base.backend.robot, on_failure="raise", timeout_s=30.0, wall_timeout_s=1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(ResetError, match=r"Waits failed: did not finish within 1 s of wall time \(hung\?\).*held still"):
+        sup.run(Waits(), base.task, np.random.default_rng(0))
+    assert time.perf_counter() - t0 < 10
+    env.close()
+
+
 def _answer_later(master, text, delay=0.3):
     import threading
 
