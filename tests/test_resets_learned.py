@@ -86,6 +86,10 @@ def test_forward_backward_training_runs_reset_free(tmp_path, monkeypatch):
     assert summary["forward_env_steps"] + summary["backward_env_steps"] == 200
     assert summary["resets"]["teleports"] == 0
     assert summary["resets"]["kinds"].get("learned", 0) >= 1
+    # a backward episode that did not get back is followed by the task's physical reset
+    assert summary["resets"]["kinds"].get("scripted", 0) == summary["fallback_resets"]
+    reached, backward_eps = summary["backward_reached_start"]
+    assert summary["fallback_resets"] in (backward_eps - reached, backward_eps - reached - 1)
     recs = [json.loads(ln) for ln in (tmp_path / "fb" / "metrics.jsonl").read_text().splitlines()]
     phases = [r["phase"] for r in recs if r["kind"] == "episode"]
     assert phases[:2] == ["forward", "backward"]
@@ -190,3 +194,29 @@ def test_a_failed_reset_stops_training_with_the_run_saved(tmp_path, monkeypatch)
         assert resumed.run()["env_steps"] == 150
     finally:
         resumed.close()
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp_path, monkeypatch, fallback):
+    """Backward episodes that never reach the start distribution: with the fallback the task's
+    own physical reset (scripted PlaceCube, no teleport) runs before the next forward episode;
+    without it the forward episode starts from the unfixed world and the reset counts as failed."""
+    from robolearn.resets import learned
+
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "examples", 6)
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 50)
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "_start_prob", lambda self, obs: 0.0)
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "fallback_to_task_reset", fallback)
+    cfg = TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=130, out=str(tmp_path / "fb"),
+                      eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
+                      learning_starts=500, resets="learned", max_episode_steps=30)
+    summary = train(cfg)
+    assert summary["backward_reached_start"][0] == 0 and summary["resets"]["teleports"] == 0
+    recs = [json.loads(ln) for ln in (tmp_path / "fb" / "metrics.jsonl").read_text().splitlines()]
+    fwd = [r for r in recs if r.get("phase") == "forward"][1:]      # after the first backward phase
+    assert len(fwd) >= 1
+    if fallback:
+        assert summary["fallback_resets"] >= 1 and all(r["reset"]["kind"] == "scripted" for r in fwd)
+        assert all(r["reset"]["seconds"] > 1.0 for r in fwd)          # PlaceCube moved the arm and cube
+    else:
+        assert summary["fallback_resets"] == 0 and all(r["reset"]["kind"] == "learned" and not r["reset"]["ok"] for r in fwd)

@@ -238,6 +238,12 @@ class ForwardBackwardTrainer(_trainer_base()):
     #: start-state examples (teleport resets) for the classifier, and its Adam steps
     examples = 200
     classifier_steps = 1500
+    #: when a backward episode ends without reaching the start distribution, run the task's own
+    #: physical reset controller (scripted, no teleport; it prompts the operator when it fails
+    #: on a robot) instead of starting the next forward episode from a world the backward agent
+    #: could not fix. Without it one cube pushed out of the backward agent's competence stalls
+    #: the rest of the run (measured: every forward episode after step ~1000 in the bench).
+    fallback_to_task_reset = True
 
     def _build(self, cfg, _resumed_state):
         if _resumed_state is not None:
@@ -274,7 +280,10 @@ class ForwardBackwardTrainer(_trainer_base()):
                                                      self.threshold, seed=cfg.seed)
         finally:
             twin.close()
-        phys = {**self._eval_kwargs, "reset_mode": "physical", "reset_on_failure": "continue"}
+        # a failed fallback reset starts the episode where the world is (counted) unless the
+        # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
+        phys = {**self._eval_kwargs, "reset_mode": "physical",
+                "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
         super()._build(replace(cfg, env_kwargs=phys), None)
         self.backward = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                    seed=cfg.seed + 7, **{k: v for k, v in self.agent_overrides.items()})
@@ -338,6 +347,7 @@ class ForwardBackwardTrainer(_trainer_base()):
         self.reset_stats = ResetStats()
         agreement = []              # classifier verdict == ground truth at each backward end
         reached = []                # the backward agent got the world back (classifier's verdict)
+        fallbacks = 0               # ... and when it did not, the task's physical reset did it
         t0 = time.perf_counter()
         task = self.env.unwrapped.task
         home = ArmHome() if hasattr(task, "home_q") else None
@@ -387,12 +397,20 @@ class ForwardBackwardTrainer(_trainer_base()):
                         agreement.append(truth == bool(terminated))
                         reached.append(bool(terminated))
                         rec["start_state_true"] = truth
+                        # what the classifier judged (e.g. the cube's x, y): where the world was left
+                        rec["start_features"] = [round(float(v), 4) for v in obs[self.start_key][self.features]]
                     self.episodes += phase == "forward"
-                    # next phase, from the world as it is; only the arm is homed by script
+                    # next phase, from the world as it is; only the arm is homed by script, unless
+                    # the backward agent did not get there: then the task's own physical reset
                     phase = "backward" if phase == "forward" else "forward"
-                    obs, info = self.env.reset(options={"reset_controller": home if phase == "forward" else None})
+                    escalate = phase == "forward" and self.fallback_to_task_reset and not rec["success"]
+                    opts = {} if escalate else {"reset_controller": home if phase == "forward" else None}
+                    obs, info = self.env.reset(options=opts)
                     last_reset = dict(info["reset"])
-                    if phase == "forward":   # the backward agent (+ the scripted arm home) reset it
+                    if phase == "forward" and escalate:
+                        fallbacks += 1
+                        self.reset_stats.add(last_reset)      # kind "scripted", ok as it went
+                    elif phase == "forward":   # the backward agent (+ the scripted arm home) reset it
                         last_reset["kind"] = "learned"
                         last_reset["ok"] = bool(rec["success"])
                         self.reset_stats.add(last_reset)
@@ -410,6 +428,7 @@ class ForwardBackwardTrainer(_trainer_base()):
                            backward_demo_episodes=self.backward_demo_episodes,
                            backward_updates=int(self.backward.num_updates),
                            backward_reached_start=(int(sum(reached)), len(reached)),
+                           fallback_resets=fallbacks,
                            resets=self.reset_stats.as_dict())
             self._write_json("summary.json", summary)
             return summary
