@@ -81,6 +81,8 @@ def test_forward_backward_training_runs_reset_free(tmp_path, monkeypatch):
         sim = trainer.env.unwrapped.sim
         assert trainer.env.unwrapped.reset_mode == "physical" and sim.teleports == 0
         assert trainer.eval_env.unwrapped.reset_mode == "teleport"   # the true success rate
+        # shared experience: every env step is in both replays, each with its own reward
+        assert len(trainer.replay) == len(trainer.backward_replay) == 200
     finally:
         trainer.close()
     assert summary["forward_env_steps"] + summary["backward_env_steps"] == 200

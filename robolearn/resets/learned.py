@@ -244,6 +244,12 @@ class ForwardBackwardTrainer(_trainer_base()):
     #: could not fix. Without it one cube pushed out of the backward agent's competence stalls
     #: the rest of the run (measured: every forward episode after step ~1000 in the bench).
     fallback_to_task_reset = True
+    #: every env step goes into both replays, each with its own agent's reward (the env's task
+    #: reward for the forward agent, p(start) - 1 for the backward one): off-policy learners can
+    #: learn from the other phase's steps, so the forward agent learns from the whole budget and
+    #: not only the half it acted in (the env resamples the task goal at every phase start, so
+    #: backward steps carry a valid forward goal and reward)
+    share_experience = True
 
     def _build(self, cfg, _resumed_state):
         if _resumed_state is not None:
@@ -284,12 +290,16 @@ class ForwardBackwardTrainer(_trainer_base()):
         # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
         phys = {**self._eval_kwargs, "reset_mode": "physical",
                 "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
-        super()._build(replace(cfg, env_kwargs=phys), None)
+        # every step goes into both replays and each ended sub-episode costs a slot (the final
+        # frame): twice the budget keeps all of it (p(start) ends a backward "episode" at every
+        # step the world is already in the start distribution)
+        cap = cfg.buffer_size or 2 * cfg.steps
+        super()._build(replace(cfg, env_kwargs=phys, buffer_size=cap), None)
         self.backward = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                    seed=cfg.seed + 7, **{k: v for k, v in self.agent_overrides.items()})
         ac = self.backward.config
         n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
-        self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cfg.steps,
+        self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
                                             n_step=n_step, gamma=gamma, seed=cfg.seed + 7)
         self.backward_sampler = self.backward_replay
         self.backward_demo_episodes = 0
@@ -298,12 +308,13 @@ class ForwardBackwardTrainer(_trainer_base()):
             prior_fraction = getattr(ac, "prior_fraction", None)
             if prior_fraction:   # RLPD: half of every backward batch from its demos, as forward
                 prior = ReplayBuffer(self.env.observation_space, self.env.action_space,
-                                     len(back_demos["action"]), n_step=n_step, gamma=gamma, seed=cfg.seed + 8)
+                                     2 * len(back_demos["action"]), n_step=n_step, gamma=gamma,
+                                     seed=cfg.seed + 8)
                 transitions_to_buffer(back_demos, prior)
                 self.backward_sampler = MixedSampler(self.backward_replay, prior, prior_fraction=prior_fraction)
             else:
                 self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space,
-                                                    cfg.steps + len(back_demos["action"]), n_step=n_step,
+                                                    cap + 2 * len(back_demos["action"]), n_step=n_step,
                                                     gamma=gamma, seed=cfg.seed + 7)
                 transitions_to_buffer(back_demos, self.backward_replay)
                 self.backward_sampler = self.backward_replay
@@ -358,21 +369,27 @@ class ForwardBackwardTrainer(_trainer_base()):
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
         try:
             while self.env_steps < target:
-                agent, replay = ((self.agent, self.replay) if phase == "forward"
-                                 else (self.backward, self.backward_replay))
+                agent = self.agent if phase == "forward" else self.backward
                 if self.env_steps < learning_starts:
                     action = self.rng.uniform(a_low, a_high).astype(np.float32)
                 else:
                     action = agent.act(obs)
-                nxt, reward, terminated, truncated, info = self.env.step(action)
+                nxt, fwd_reward, fwd_done, truncated, info = self.env.step(action)
+                p = self._start_prob(nxt)
+                back_reward, back_done = self.backward_reward(p), p > self.threshold
                 if phase == "backward":
-                    p = self._start_prob(nxt)
-                    terminated = p > self.threshold
-                    reward = self.backward_reward(p)
+                    reward, terminated = back_reward, back_done
                     back_steps += 1
                 else:
+                    reward, terminated = fwd_reward, fwd_done
                     fwd_steps += 1
-                replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated))
+                ends = bool(terminated or truncated)
+                # each agent stores the step with its own reward; for the one not acting, the
+                # phase's end is a time limit (the world goes on, its task was not decided)
+                for mine, rep, r, done in ((phase == "forward", self.replay, fwd_reward, fwd_done),
+                                           (phase == "backward", self.backward_replay, back_reward, back_done)):
+                    if mine or self.share_experience:
+                        rep.add(obs, action, r, nxt, bool(done), ends and not done)
                 self.env_steps += 1
                 ep_ret += float(reward)
                 ep_len += 1
