@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "asked: they train)")
     p.add_argument("--steps", type=int, default=3000, help="learned: env-step budget per training run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="learned: training seeds")
+    p.add_argument("--arms", nargs="+", choices=("env", "learned", "scripted"), default=["env", "learned"],
+                   help="learned: trainings to run (env = teleport resets, the baseline; learned = "
+                        "reset-free forward/backward; scripted = physical mode, scripted cube reset)")
     p.add_argument("--out", default="runs/bench-resets", help="learned, car-learned: folder for the training runs")
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="learned: teleport-reset evaluation episodes per evaluation; car-learned: 60 s "
@@ -138,18 +141,28 @@ LEARNER = dict(algo="rlpd", demos="scripted:20", learning_starts=200, utd=5,
                       "critic_hidden": (256, 256), "actor_hidden": (256, 256)})
 
 
-def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: int = 20) -> dict:
+#: the trainings `--only learned` compares: `env` teleport resets (the baseline), `learned`
+#: reset-free forward/backward agents, `scripted` physical mode with the scripted cube reset
+#: (PlaceCube) after every episode (a control: physical resets without learning them)
+ARMS = {"env": ("env", {}), "learned": ("learned", {}),
+        "scripted": ("env", {"reset_mode": "physical", "reset_on_failure": "continue"})}
+
+
+def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: int = 20,
+                        arms: tuple = ("env", "learned")) -> dict:
     """Same learner, same env-step budget: teleport resets vs reset-free forward/backward
     (physical mode). Success is measured on teleport-reset evaluation episodes (the truth)."""
     from robolearn.policies.training import TrainConfig, train
 
     rows = {}
-    for resets in ("env", "learned"):
+    for arm in arms:
+        resets, env_kwargs = ARMS[arm]
         for seed in seeds:
+            learner = {**LEARNER, "env_kwargs": {**LEARNER["env_kwargs"], **env_kwargs}}
             cfg = TrainConfig(env="robolearn/ArmPush-v0", steps=steps, seed=seed, resets=resets,
-                              out=f"{out}/{resets}-s{seed}", eval_every=max(steps // 5, 1),
+                              out=f"{out}/{arm}-s{seed}", eval_every=max(steps // 5, 1),
                               eval_episodes=eval_episodes,
-                              checkpoint_every=0, video=False, progress=False, **LEARNER)
+                              checkpoint_every=0, video=False, progress=False, **learner)
             s = train(cfg)
             row = {k: s.get(k) for k in (
                 "seed", "eval_success_rate", "eval_return", "wall_s", "updates", "forward_env_steps",
@@ -158,13 +171,16 @@ def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: i
             row["evals"] = _evals(cfg.out)
             # the last three evaluations (the final one alone swings by +-0.2 on 20 episodes)
             row["late_success"] = float(np.mean([e["success_rate"] for e in row["evals"][-3:]]))
-            rows.setdefault(resets, []).append(row)
+            rows.setdefault(arm, []).append(row)
     mean = {k: float(np.mean([r["eval_success_rate"] for r in v])) for k, v in rows.items()}
     late = {k: float(np.mean([r["late_success"] for r in v])) for k, v in rows.items()}
+
+    def ratios(m):
+        return {k: (m[k] / m["env"] if m.get("env") else None) for k in m if k != "env"}
+
     return {"steps": steps, "seeds": seeds, "learner": LEARNER, "eval_episodes": eval_episodes, "runs": rows,
-            "mean_success": mean, "ratio_learned_vs_teleport": mean["learned"] / mean["env"] if mean["env"] else None,
-            "mean_late_success": late,
-            "ratio_late_learned_vs_teleport": late["learned"] / late["env"] if late["env"] else None}
+            "mean_success": mean, "mean_late_success": late, "ratio_vs_teleport": ratios(mean),
+            "ratio_late_vs_teleport": ratios(late)}
 
 
 #: the car learner (`--only car-learned`): SAC on state + the sim's track-relative `privileged`
@@ -317,13 +333,14 @@ def main(argv=None) -> int:
               f"{L['collisions']} collisions) vs pure pursuit {P['laps']} laps (best {P['best_lap_s']} s, "
               f"mean {P['mean_lap_s']} s, {P['collisions']} collisions)")
     if args.only == "learned":
-        r = learned_vs_teleport(args.steps, args.seeds, args.out, eval_episodes=args.eval_episodes or 20)
+        r = learned_vs_teleport(args.steps, args.seeds, args.out, eval_episodes=args.eval_episodes or 20,
+                                arms=tuple(args.arms))
         out["learned"] = r
         for k, v in r["runs"].items():
             print(f"ArmPush {LEARNER['algo']} resets={k}: eval success "
                   + ", ".join(f"s{x['seed']} {x['eval_success_rate']:.2f}" for x in v) + f" (mean {r['mean_success'][k]:.2f})")
-        print(f"reset-free / teleport success ratio at {args.steps} env steps: {r['ratio_learned_vs_teleport']} "
-              f"(mean of the last 3 evaluations: {r['mean_late_success']}, ratio {r['ratio_late_learned_vs_teleport']})")
+        print(f"success ratio vs teleport resets at {args.steps} env steps: {r['ratio_vs_teleport']} "
+              f"(mean of the last 3 evaluations: {r['mean_late_success']}, ratio {r['ratio_late_vs_teleport']})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
