@@ -37,6 +37,7 @@ import torch
 
 from robolearn.configs import check_keys, read_toml
 from robolearn.errors import ConfigError, DatasetError, TrainingError
+from robolearn.resets.supervisor import ResetError
 from robolearn.policies import evaluation
 from robolearn.policies.serialize import load_state, save_state
 
@@ -80,7 +81,7 @@ class TrainConfig:
     sim_params: str | None = None       # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     intervene: str | None = None        # teleop device a human may take over with (robolearn.teleop)
     overwrite: bool = False             # a new run may replace an earlier run in `out`
-    resets: str = "env"                 # env: the env's own resets | learned: forward/backward agents
+    resets: str = "env"                 # env: the env's own | learned: forward/backward agents | practice
     reward: dict = field(default_factory=dict)  # [reward] table: a learned reward (robolearn.rewards)
 
     def run_dir(self) -> Path:
@@ -99,9 +100,10 @@ class TrainConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")
-        if self.resets not in ("env", "learned"):
-            raise ConfigError(f"resets={self.resets!r}: choose 'env' (the env's own resets) or 'learned' "
-                              "(forward/backward agents, robolearn.resets.learned)")
+        if self.resets not in ("env", "learned", "practice"):
+            raise ConfigError(f"resets={self.resets!r}: choose 'env' (the env's own resets), 'learned' "
+                              "(forward/backward agents, robolearn.resets.learned) or 'practice' "
+                              "(autonomous practice with physical resets, robolearn.resets.practice_trainer)")
         if self.reward:
             from robolearn.rewards.serving import reward_config
 
@@ -603,7 +605,11 @@ class Trainer:
                         t0 = time.perf_counter()
                         self.save_checkpoint()
                         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-                    self._obs, info0 = self.env.reset()
+                    try:
+                        self._obs, info0 = self.env.reset()
+                    except ResetError as exc:  # robot held by the supervisor: keep what was learned
+                        self.wall_before += time.perf_counter() - t0
+                        self._stop_on_failed_reset(exc)
                     self._note_reset(info0)
                 eta.update(self.env_steps)
                 if cfg.progress and time.perf_counter() - last_eta > Eta.REFRESH_S:
@@ -646,6 +652,18 @@ class Trainer:
                   "(send it again to abort without saving)", file=sys.stderr, flush=True)
 
         return {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _stop_on_failed_reset(self, exc: Exception):
+        """A physical reset failed for good (reset_on_failure='raise', or the operator quit at
+        the prompt) at an episode boundary: write a checkpoint and summary.json, then raise
+        with the reason and the command that continues the run."""
+        self.save_checkpoint()
+        summary = self._finish_interrupted()
+        summary.update(signal=None, stopped="reset failed", message=str(exc))
+        self._write_json("summary.json", summary)
+        raise type(exc)(f"{exc}. Training stopped at env step {self.env_steps}; the checkpoint and "
+                        f"metrics are saved in {self.dir}: put the scene right and continue with "
+                        f"`robolearn train --resume {self.dir}`") from exc
 
     def _finish_interrupted(self) -> dict:
         """summary.json of a run stopped by a signal: where it stopped and how to go on."""
@@ -818,6 +836,10 @@ class Trainer:
         cfg = config_from_dict(train, source=f"checkpoint {ckpt}")
         if cfg.steps < state["env_steps"]:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
+        if cls is Trainer and cfg.resets != "env":  # the run's own kind of trainer, not a plain one
+            from robolearn.resets.learned import trainer_class
+
+            cls = trainer_class(cfg.resets)
         self = cls(cfg, _resumed_state=state)
         # the replay holds the perception model's features: another model's would silently mix in
         saved, now = state.get("perception_sha256"), _perception_digest(self.env)

@@ -127,6 +127,30 @@ def test_a_hanging_reset_controller_times_out_and_is_counted():
     env.close()
 
 
+def test_a_reset_controller_stuck_in_wall_time_is_stopped_and_the_robot_held():
+    """A controller that yields without moving the robot (waiting on something that never
+    comes) is caught by the wall-clock limit, not only the robot-time one."""
+    from robolearn.resets.supervisor import ResetSupervisor
+
+    class Waits:
+        kind = "scripted"
+
+        def run(self, task, rng):
+            while True:
+                time.sleep(0.05)
+                yield 0.0
+
+    env = gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    sup = ResetSupervisor(base.backend.robot, on_failure="raise", timeout_s=30.0, wall_timeout_s=1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(ResetError, match=r"Waits failed: did not finish within 1 s of wall time \(hung\?\).*held still"):
+        sup.run(Waits(), base.task, np.random.default_rng(0))
+    assert time.perf_counter() - t0 < 10
+    env.close()
+
+
 def _answer_later(master, text, delay=0.3):
     import threading
 
@@ -168,6 +192,23 @@ def test_human_prompt_through_a_pty(term):
     with pytest.raises(ResetAbortedError, match="operator quit"):
         env.reset(options={"reset_controller": _Raises()})
     env.close()
+
+
+def test_a_failing_reset_keeps_the_recorded_episodes(tmp_path):
+    """Recording session: the episode before the failed reset is on disk, complete."""
+    from robolearn.data.dataset import Dataset
+    from robolearn.data.recording import RecordingWrapper
+
+    env = RecordingWrapper(gym.make("robolearn/ArmReach-v0", reset_mode="physical", reset_on_failure="raise"),
+                           tmp_path / "ds", env_id="robolearn/ArmReach-v0")
+    env.reset(seed=0)
+    for _ in range(7):
+        env.step(np.array([0.5, 0.0, 0.0, 1.0], np.float32))
+    with pytest.raises(ResetError, match="gripper encoder not found.*held still"):
+        env.reset(options={"reset_controller": _Raises()})
+    env.close()
+    ds = Dataset(tmp_path / "ds")
+    assert len(ds) == 1 and ds.episode(0).steps == 7
 
 
 class _FailsOnce:
@@ -237,6 +278,8 @@ def test_autonomous_practice_recovers_every_crash_and_stall():
         obs, _, term, trunc, info = env.step(a)
         if term or trunc:
             triggers.append(info["practice_trigger"])
+            # a crash ends the learner's attempt (terminated: nothing to bootstrap), a stall is cut
+            assert (term, trunc) == ((True, False) if info["practice_trigger"] == "collision" else (False, True))
             obs, info = env.reset()
             driver.reset()
             assert info["reset"]["ok"], info["reset"]["message"]
@@ -244,6 +287,8 @@ def test_autonomous_practice_recovers_every_crash_and_stall():
     assert base.teleport_count() == 0
     with pytest.raises(ConfigError, match="reset_mode='physical'"):
         AutonomousPractice(gym.make("robolearn/CarLap-v0"))
+    with pytest.raises(ConfigError, match="progress.*collisions.*ArmPush"):
+        AutonomousPractice(gym.make("robolearn/ArmPush-v0", reset_mode="physical"))
 
 
 def test_checkpoints_from_a_slow_lap_follow_the_track():
@@ -291,3 +336,21 @@ def test_push_200_physical_episodes_zero_teleports_95pct_resets():
     r = arm_episodes("physical", 200, "scripted", seed=0)
     assert r["teleports_total"] == 0 and r["resets"]["teleports"] == 0
     assert r["resets"]["success_rate"] >= 0.95, r["resets"]
+
+
+def test_bench_car_slow_lap_and_lap_timing(tmp_path):
+    """The car-learned bench's pieces: one slow demonstration lap (a loadable --demos .npz whose
+    lap is slower than pure pursuit's) and lap timing of a driver on fixed episodes."""
+    from robolearn.bench.resets import _pure_pursuit, eval_laps, slow_demo_lap
+    from robolearn.policies.training import load_npz_transitions
+
+    demo = slow_demo_lap(str(tmp_path / "lap.npz"), seed=0)
+    t = load_npz_transitions(tmp_path / "lap.npz")
+    assert len(t["action"]) == demo["transitions"] and t["truncated"][-1] and not t["truncated"][:-1].any()
+    assert set(t["obs"]) == {"state", "privileged"}
+    assert 10.0 < demo["lap_time_s"] < 16.0 and t["reward"].sum() > 17.0     # a 17.28 m lap, and a bit
+    pp = eval_laps(_pure_pursuit, 1, seed=0)
+    assert pp["laps"] >= 6 and pp["collisions"] == 0 and 7.0 < pp["best_lap_s"] < 9.0
+    assert pp["best_lap_s"] < demo["lap_time_s"]
+    stopped = eval_laps(lambda env: (lambda obs: np.zeros(2, np.float32), None), 1, seed=0)
+    assert stopped["laps"] == 0 and stopped["best_lap_s"] is None

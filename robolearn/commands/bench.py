@@ -11,7 +11,7 @@ BENCHES = {
     "drivers": "servo-bus sync-read round trip against the emulator; achievable control rate",
     "export": "latency per action of ONNX / TorchScript exports vs the torch agent; export parity",
     "sim2real": "scripted control on sim vs emulated mild/hard reality; HTTP camera fps/latency; calibrate-sim recovery",
-    "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice",
+    "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice; --only learned / car-learned train (reset-free ArmPush, CarLap practice)",
     "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())

@@ -30,7 +30,8 @@ FLAGS = {
     "threads": (int, "torch CPU threads"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
     "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
-                    "robolearn.resets.learned)"),
+                    "robolearn.resets.learned) | practice (autonomous practice on physical resets, "
+                    "e.g. the car recovering from its crashes: robolearn.resets.practice_trainer)"),
     "intervene": (str, "let a human take over with this teleop device (keyboard, gamepad, spacemouse, "
                        "leader, scripted); the steps they drive are flagged intervention=True"),
 }

@@ -5,9 +5,14 @@ as the task. So two agents alternate on one world that carries over: the *forwar
 practises the task for an episode, then the *backward* agent, rewarded by a success model of
 the start states, brings the world back to where forward episodes begin; then forward again.
 The success model here is `StartStateClassifier`, a small MLP trained on example start states
-(positives) against states seen while practising (negatives). In sim its verdict is checked
-against the ground truth (`info["start_state_true"]` from the task) and logged, so a classifier
-that is fooled shows up in `metrics.jsonl` rather than as a mysteriously stalled run.
+(positives) against reference states drawn uniformly over the range the examples span (padded):
+its p(start) is then a density ratio, high where start states are dense and near 0 elsewhere.
+Why not "states seen while practising" as the negatives: most of them ARE start states (on
+ArmPush 99 % of the cube positions visited by the scripted push and by random actions lie in the
+start region), so that classifier answered ~0.5 everywhere and higher outside the region than
+inside (34 % agreement with the ground truth on a grid; the reference version: 98 %). In sim its
+verdict is checked against the ground truth (`start_state_true` from the task) and logged, so a
+classifier that is fooled shows up in `metrics.jsonl` rather than as a mysteriously stalled run.
 
 Only the arm is homed by script after the backward phase (`ArmHome`: a robot-only move that
 needs no perception and works on any arm); everything about the object is learned.
@@ -24,7 +29,7 @@ import time
 
 from robolearn.errors import ConfigError
 
-RESETS = ("env", "learned")
+RESETS = ("env", "learned", "practice")
 
 
 class StartStateClassifier:
@@ -67,9 +72,10 @@ class StartStateClassifier:
 
 def start_state_examples(env, n: int, seed: int = 0, key: str = "state",
                          idx=slice(None)) -> tuple[np.ndarray, np.ndarray]:
-    """(positives, negatives) for the classifier from a sim env: start states of `n` teleported
-    resets (on hardware: states recorded after resets by hand), and the states the task's
-    scripted controller and random actions visit after the first steps of `n` episodes."""
+    """(start states, visited states) from a sim env: start states of `n` teleported resets (on
+    hardware: states recorded after resets by hand), and the states the task's scripted
+    controller and random actions visit after the first steps of `n` episodes (they only widen
+    the range `reference_states` covers)."""
     base = env.unwrapped
     if getattr(base, "reset_mode", None) != "teleport":
         raise ConfigError("collect start-state examples with a teleport-reset sim env")
@@ -91,14 +97,130 @@ def start_state_examples(env, n: int, seed: int = 0, key: str = "state",
     return np.asarray(pos), np.asarray(neg)
 
 
+def reference_states(pos: np.ndarray, visited: np.ndarray, n: int, rng: np.random.Generator,
+                     pad: float = 0.5) -> np.ndarray:
+    """`n` states uniform over the box spanned by the start examples padded by `pad` x their
+    range on every side, widened to every visited state: the negatives of the start-state
+    classifier (no labels needed, so the same works with start states recorded on a robot)."""
+    pos = np.asarray(pos, np.float64)
+    span = pos.max(0) - pos.min(0)
+    lo, hi = pos.min(0) - pad * span, pos.max(0) + pad * span
+    if len(visited):
+        lo, hi = np.minimum(lo, np.min(visited, 0)), np.maximum(hi, np.max(visited, 0))
+    return rng.uniform(lo, hi, size=(n, pos.shape[1])).astype(np.float32)
+
+
+def fit_start_classifier(pos: np.ndarray, visited: np.ndarray, seed: int = 0, steps: int = 1500,
+                         references: int = 4000) -> tuple[StartStateClassifier, float, float]:
+    """(classifier, threshold, training accuracy): p(start) from `pos` against
+    `reference_states`; the threshold is what 80 % of the true start states reach (at most 0.5:
+    start states near the region's edge score lower, as the MLP smooths the boundary)."""
+    clf = StartStateClassifier(pos.shape[1], seed=seed)
+    ref = reference_states(pos, visited, references, np.random.default_rng(seed + 13))
+    acc = clf.fit(pos, ref, steps=steps)
+    threshold = float(min(0.5, np.quantile(clf.prob(pos), 0.2)))
+    return clf, threshold, acc
+
+
+class _GoalOverride:
+    """The task as a scripted controller sees it, with another `goal` (the obs keep the task's)."""
+
+    def __init__(self, task, goal):
+        self._task, self.goal = task, goal
+
+    def __getattr__(self, name):
+        return getattr(self._task, name)
+
+
+def scripted_backward_demos(twin, n: int, start_prob, threshold: float, seed: int = 0,
+                            max_steps: int = 120) -> dict | None:
+    """Backward demonstrations from a sim twin, as SERL gives both agents demos (on a robot: the
+    operator teleoperating resets): the scripted push first drives the cube to a point OUTSIDE
+    the start region (where forward episodes leave it), then pushes it back to a point inside;
+    the second part is recorded with the backward agent's own reward (`backward_reward` of
+    `start_prob(obs)`) and ends when p(start) passes `threshold`. Only episodes that get there
+    are kept. None for tasks without a goal-driven scripted controller (push only today)."""
+    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW, WORKSPACE_HIGH, WORKSPACE_LOW
+    from robolearn.tasks.arm_scripted import PushController
+
+    base = twin.unwrapped
+    task = base.task
+    if getattr(task, "name", None) != "push" or base.reset_mode != "teleport":
+        return None
+    rng = np.random.default_rng(seed + 31)
+    keys = list(twin.observation_space.spaces)
+    out = {"obs": {k: [] for k in keys}, "next_obs": {k: [] for k in keys}, "action": [], "reward": [],
+           "terminated": [], "truncated": []}
+    lo, hi = np.array(WORKSPACE_LOW[:2]) + 0.01, np.array(WORKSPACE_HIGH[:2]) - 0.02
+    kept = 0
+    for ep in range(4 * n):
+        if kept >= n:
+            break
+        obs, _ = twin.reset(seed=seed + 70_000 + ep)
+        while True:   # a forward goal out of the start region, in reach of a push
+            away = rng.uniform(lo, hi)
+            if not np.all((away >= CUBE_REGION_LOW - 0.01) & (away <= CUBE_REGION_HIGH + 0.01)):
+                break
+        task.goal = np.array([away[0], away[1], task.goal[2]])
+        ctrl = PushController(task, twin)
+        ctrl.reset()
+        for _ in range(max_steps):
+            obs, _, term, trunc, _ = twin.step(ctrl.act(obs))
+            if term or trunc:
+                break
+        if start_prob(obs) > threshold:
+            continue                       # the cube did not leave the start region
+        target = rng.uniform(np.asarray(CUBE_REGION_LOW) + 0.03, np.asarray(CUBE_REGION_HIGH) - 0.03)
+        back = PushController(_GoalOverride(task, np.array([target[0], target[1], task.goal[2]])), twin)
+        back.reset()
+        ep_rows = []
+        for t in range(max_steps):
+            a = back.act(obs)
+            nxt, _, _, _, _ = twin.unwrapped.step(a)   # no time limit / success end: the twin's own
+            p = start_prob(nxt)
+            done = p > threshold
+            ep_rows.append((obs, a, ForwardBackwardTrainer.backward_reward(p), nxt, done, t == max_steps - 1))
+            obs = nxt
+            if done:
+                break
+        if not ep_rows[-1][4]:
+            continue
+        kept += 1
+        for o, a, r, nx, te, tr in ep_rows:
+            for k in keys:
+                out["obs"][k].append(o[k])
+                out["next_obs"][k].append(nx[k])
+            out["action"].append(a)
+            out["reward"].append(r)
+            out["terminated"].append(te)
+            out["truncated"].append(tr and not te)
+    if not kept:
+        return None
+    return {"obs": {k: np.stack(v) for k, v in out["obs"].items()},
+            "next_obs": {k: np.stack(v) for k, v in out["next_obs"].items()},
+            "action": np.asarray(out["action"], np.float32), "reward": np.asarray(out["reward"], np.float32),
+            "terminated": np.asarray(out["terminated"], bool), "truncated": np.asarray(out["truncated"], bool),
+            "episodes": kept}
+
+
 # ================================================================================ trainer
-def make_trainer(cfg, **kwargs):
-    """`Trainer` for `resets="env"`, `ForwardBackwardTrainer` for `resets="learned"`."""
+def trainer_class(resets: str):
+    """`Trainer` for `resets="env"`, `ForwardBackwardTrainer` for `"learned"`,
+    `PracticeTrainer` (robolearn.resets.practice_trainer) for `"practice"`."""
     from robolearn.policies.training import Trainer
 
-    if cfg.resets == "learned":
-        return ForwardBackwardTrainer(cfg, **kwargs)
-    return Trainer(cfg, **kwargs)
+    if resets == "learned":
+        return ForwardBackwardTrainer
+    if resets == "practice":
+        from robolearn.resets.practice_trainer import PracticeTrainer
+
+        return PracticeTrainer
+    return Trainer
+
+
+def make_trainer(cfg, **kwargs):
+    """The trainer `cfg.resets` asks for (see `trainer_class`)."""
+    return trainer_class(cfg.resets)(cfg, **kwargs)
 
 
 def _trainer_base():
@@ -116,6 +238,18 @@ class ForwardBackwardTrainer(_trainer_base()):
     #: start-state examples (teleport resets) for the classifier, and its Adam steps
     examples = 200
     classifier_steps = 1500
+    #: when a backward episode ends without reaching the start distribution, run the task's own
+    #: physical reset controller (scripted, no teleport; it prompts the operator when it fails
+    #: on a robot) instead of starting the next forward episode from a world the backward agent
+    #: could not fix. Without it one cube pushed out of the backward agent's competence stalls
+    #: the rest of the run (measured: every forward episode after step ~1000 in the bench).
+    fallback_to_task_reset = True
+    #: every env step goes into both replays, each with its own agent's reward (the env's task
+    #: reward for the forward agent, p(start) - 1 for the backward one): off-policy learners can
+    #: learn from the other phase's steps, so the forward agent learns from the whole budget and
+    #: not only the half it acted in (the env resamples the task goal at every phase start, so
+    #: backward steps carry a valid forward goal and reward)
+    share_experience = True
 
     def _build(self, cfg, _resumed_state):
         if _resumed_state is not None:
@@ -124,7 +258,7 @@ class ForwardBackwardTrainer(_trainer_base()):
             raise ConfigError("--resets learned needs a robolearn env (it runs them with reset_mode='physical')")
         from dataclasses import replace
 
-        from robolearn.data.replay import ReplayBuffer
+        from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
         from robolearn.policies.training import make_env
         from robolearn.policies.registry import make_agent
 
@@ -142,23 +276,48 @@ class ForwardBackwardTrainer(_trainer_base()):
         self.start_key, self.features = key, np.asarray(idx, dtype=int)
         try:
             pos, neg = start_state_examples(twin, self.examples, seed=cfg.seed, key=key, idx=self.features)
+            self.classifier, self.threshold, self.classifier_train_acc = fit_start_classifier(
+                pos, neg, seed=cfg.seed, steps=self.classifier_steps)
+            back_demos = None
+            if cfg.demos and cfg.demos.startswith("scripted:"):   # both agents get demos, as in SERL
+                from robolearn.policies.training import episode_count
+
+                back_demos = scripted_backward_demos(twin, episode_count(cfg.demos), self._start_prob,
+                                                     self.threshold, seed=cfg.seed)
         finally:
             twin.close()
-        phys = {**self._eval_kwargs, "reset_mode": "physical", "reset_on_failure": "continue"}
-        super()._build(replace(cfg, env_kwargs=phys), None)
-        self.classifier = StartStateClassifier(len(self.features), seed=cfg.seed)
-        self.classifier_train_acc = self.classifier.fit(pos, neg, steps=self.classifier_steps)
-        # Start and visited states overlap (a pushed cube often stays in the start region), so
-        # p(start) saturates below 1 there: call "start" what 80% of the true start states reach.
-        self.threshold = float(min(0.5, np.quantile(self.classifier.prob(pos), 0.2)))
+        # a failed fallback reset starts the episode where the world is (counted) unless the
+        # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
+        phys = {**self._eval_kwargs, "reset_mode": "physical",
+                "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
+        # every step goes into both replays and each ended sub-episode costs a slot (the final
+        # frame): twice the budget keeps all of it (p(start) ends a backward "episode" at every
+        # step the world is already in the start distribution)
+        cap = cfg.buffer_size or 2 * cfg.steps
+        super()._build(replace(cfg, env_kwargs=phys, buffer_size=cap), None)
         self.backward = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
                                    seed=cfg.seed + 7, **{k: v for k, v in self.agent_overrides.items()})
         ac = self.backward.config
-        self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cfg.steps,
-                                            n_step=int(getattr(ac, "n_step", 1)),
-                                            gamma=float(getattr(ac, "gamma", 0.99)), seed=cfg.seed + 7)
-        # RLPD's 50/50 prior batches need prior data; the backward agent has none: online only
+        n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
+        self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
+                                            n_step=n_step, gamma=gamma, seed=cfg.seed + 7)
         self.backward_sampler = self.backward_replay
+        self.backward_demo_episodes = 0
+        if back_demos is not None:
+            self.backward_demo_episodes = int(back_demos.pop("episodes"))
+            prior_fraction = getattr(ac, "prior_fraction", None)
+            if prior_fraction:   # RLPD: half of every backward batch from its demos, as forward
+                prior = ReplayBuffer(self.env.observation_space, self.env.action_space,
+                                     2 * len(back_demos["action"]), n_step=n_step, gamma=gamma,
+                                     seed=cfg.seed + 8)
+                transitions_to_buffer(back_demos, prior)
+                self.backward_sampler = MixedSampler(self.backward_replay, prior, prior_fraction=prior_fraction)
+            else:
+                self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space,
+                                                    cap + 2 * len(back_demos["action"]), n_step=n_step,
+                                                    gamma=gamma, seed=cfg.seed + 7)
+                transitions_to_buffer(back_demos, self.backward_replay)
+                self.backward_sampler = self.backward_replay
 
     @property
     def eval_env(self):
@@ -170,8 +329,18 @@ class ForwardBackwardTrainer(_trainer_base()):
                                       c.reality_gap)
         return self._eval_env
 
-    def _start_reward(self, obs: dict) -> float:
+    def _start_prob(self, obs: dict) -> float:
+        """p(start) of the classifier for one observation."""
         return float(self.classifier.prob(obs[self.start_key][None, self.features])[0])
+
+    @staticmethod
+    def backward_reward(p: float) -> float:
+        """The backward agent's reward for a step that reached p(start) = `p`: p - 1 (<= 0).
+        Its episode ends (terminated) once p passes the threshold, so every reward before that
+        must be below what ending gives: with p itself (> 0 every step), staying just outside
+        the start region would be worth p / (1 - gamma), more than arriving, and the agent
+        would learn to keep the world away from where forward episodes begin."""
+        return p - 1.0
 
     def run(self, stop_at=None) -> dict:
         from robolearn.resets.scripted import ArmHome
@@ -188,6 +357,8 @@ class ForwardBackwardTrainer(_trainer_base()):
         target = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
         self.reset_stats = ResetStats()
         agreement = []              # classifier verdict == ground truth at each backward end
+        reached = []                # the backward agent got the world back (classifier's verdict)
+        fallbacks = 0               # ... and when it did not, the task's physical reset did it
         t0 = time.perf_counter()
         task = self.env.unwrapped.task
         home = ArmHome() if hasattr(task, "home_q") else None
@@ -198,28 +369,40 @@ class ForwardBackwardTrainer(_trainer_base()):
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
         try:
             while self.env_steps < target:
-                agent, replay, sampler = ((self.agent, self.replay, self.sampler) if phase == "forward"
-                                          else (self.backward, self.backward_replay, self.backward_sampler))
+                agent = self.agent if phase == "forward" else self.backward
                 if self.env_steps < learning_starts:
                     action = self.rng.uniform(a_low, a_high).astype(np.float32)
                 else:
                     action = agent.act(obs)
-                nxt, reward, terminated, truncated, info = self.env.step(action)
+                nxt, fwd_reward, fwd_done, truncated, info = self.env.step(action)
+                p = self._start_prob(nxt)
+                back_reward, back_done = self.backward_reward(p), p > self.threshold
                 if phase == "backward":
-                    p = self._start_reward(nxt)
-                    reward, terminated = p, p > self.threshold
+                    reward, terminated = back_reward, back_done
                     back_steps += 1
                 else:
+                    reward, terminated = fwd_reward, fwd_done
                     fwd_steps += 1
-                replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated))
+                ends = bool(terminated or truncated)
+                # each agent stores the step with its own reward; for the one not acting, the
+                # phase's end is a time limit (the world goes on, its task was not decided)
+                for mine, rep, r, done in ((phase == "forward", self.replay, fwd_reward, fwd_done),
+                                           (phase == "backward", self.backward_replay, back_reward, back_done)):
+                    if mine or self.share_experience:
+                        rep.add(obs, action, r, nxt, bool(done), ends and not done)
                 self.env_steps += 1
                 ep_ret += float(reward)
                 ep_len += 1
                 ep_success = ep_success or (phase == "forward" and bool(info.get("success", False)))
                 obs = nxt
                 if self.env_steps >= learning_starts:
-                    for _ in range(int(agent.config.utd)):
-                        self._update_agent(agent, sampler)
+                    # both learners keep learning whichever agent acts (SERL runs them apart from
+                    # the actor): the forward agent gets `utd` updates per env step, as it would
+                    # with teleport resets, rather than per forward step
+                    for _ in range(int(self.agent.config.utd)):
+                        self._update_agent(self.agent, self.sampler)
+                    for _ in range(int(self.backward.config.utd)):
+                        self._update_agent(self.backward, self.backward_sampler)
                 if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
                     self._evaluate()
                 if terminated or truncated:
@@ -229,13 +412,22 @@ class ForwardBackwardTrainer(_trainer_base()):
                     if phase == "backward":
                         truth = bool(task.start_state_true())
                         agreement.append(truth == bool(terminated))
+                        reached.append(bool(terminated))
                         rec["start_state_true"] = truth
+                        # what the classifier judged (e.g. the cube's x, y): where the world was left
+                        rec["start_features"] = [round(float(v), 4) for v in obs[self.start_key][self.features]]
                     self.episodes += phase == "forward"
-                    # next phase, from the world as it is; only the arm is homed by script
+                    # next phase, from the world as it is; only the arm is homed by script, unless
+                    # the backward agent did not get there: then the task's own physical reset
                     phase = "backward" if phase == "forward" else "forward"
-                    obs, info = self.env.reset(options={"reset_controller": home if phase == "forward" else None})
+                    escalate = phase == "forward" and self.fallback_to_task_reset and not rec["success"]
+                    opts = {} if escalate else {"reset_controller": home if phase == "forward" else None}
+                    obs, info = self.env.reset(options=opts)
                     last_reset = dict(info["reset"])
-                    if phase == "forward":   # the backward agent (+ the scripted arm home) reset it
+                    if phase == "forward" and escalate:
+                        fallbacks += 1
+                        self.reset_stats.add(last_reset)      # kind "scripted", ok as it went
+                    elif phase == "forward":   # the backward agent (+ the scripted arm home) reset it
                         last_reset["kind"] = "learned"
                         last_reset["ok"] = bool(rec["success"])
                         self.reset_stats.add(last_reset)
@@ -250,6 +442,10 @@ class ForwardBackwardTrainer(_trainer_base()):
                            classifier_train_accuracy=self.classifier_train_acc,
                            classifier_threshold=self.threshold,
                            classifier_agreement_with_ground_truth=(float(np.mean(agreement)) if agreement else None),
+                           backward_demo_episodes=self.backward_demo_episodes,
+                           backward_updates=int(self.backward.num_updates),
+                           backward_reached_start=(int(sum(reached)), len(reached)),
+                           fallback_resets=fallbacks,
                            resets=self.reset_stats.as_dict())
             self._write_json("summary.json", summary)
             return summary
@@ -259,9 +455,10 @@ class ForwardBackwardTrainer(_trainer_base()):
     def _update_agent(self, agent, sampler) -> None:
         bs = int(agent.config.batch_size)
         if agent is self.agent:
-            t = time.perf_counter()
-            self._update(sampler.sample(bs))
-            self.update_time += time.perf_counter() - t
+            if len(self.replay) >= 1:
+                t = time.perf_counter()
+                self._update(sampler.sample(bs))
+                self.update_time += time.perf_counter() - t
         elif len(self.backward_replay) >= 1:
             self.backward.update(sampler.sample(bs))
 
