@@ -236,6 +236,16 @@ class RobotEnv(gym.Env):
 
 
 # ------------------------------------------------------------------------------ factories
+def env_owning_backend(backend: Backend, make_task: Callable[[Backend], Task], **env_kwargs) -> RobotEnv:
+    """A `RobotEnv` on `make_task(backend)` that closes the backend if the task or the env
+    cannot be built, so a bad option never leaves a serial port, camera or emulator open."""
+    try:
+        return RobotEnv(make_task(backend), **env_kwargs)
+    except Exception:
+        backend.close()
+        raise
+
+
 def validate_action(action, space: gym.spaces.Box) -> np.ndarray:
     """Return `action` as float64 of `space`'s shape, or raise InvalidActionError.
 

@@ -35,7 +35,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robolearn.env import RobotEnv, check_choice, check_control_hz, check_obs_mode
+from robolearn.env import (RobotEnv, check_choice, check_control_hz, check_obs_mode,
+                           env_owning_backend)
 from robolearn.errors import ConfigError
 from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
@@ -477,16 +478,12 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
         from robolearn.drivers.real import make_arm_backend
 
         be = make_arm_backend(port=port, camera=camera, image_size=image_size, **backend_kwargs)
-    try:
-        t = TASK_CLASSES[task](be, control_hz=hz, action_mode=action_mode,
-                               model_path=backend_kwargs.get("model_path") if backend == "sim" else None)
-        return RobotEnv(t, obs=obs, render_mode=render_mode, reward_source=reward_source,
-                        privileged_obs=privileged_obs, reset_mode=reset_mode,
-                        reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
-                        reset_prompt=reset_prompt)
-    except Exception:
-        be.close()
-        raise
+    model_path = backend_kwargs.get("model_path") if backend == "sim" else None
+    return env_owning_backend(
+        be, lambda b: TASK_CLASSES[task](b, control_hz=hz, action_mode=action_mode, model_path=model_path),
+        obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
+        reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
+        reset_prompt=reset_prompt)
 
 
 MAX_EPISODE_STEPS = {"reach": 50, "push": 120, "lift": 100}

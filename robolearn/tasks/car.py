@@ -33,7 +33,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robolearn.env import RobotEnv, check_choice, check_control_hz, check_obs_mode, register_once
+from robolearn.env import (RobotEnv, check_choice, check_control_hz, check_obs_mode,
+                           env_owning_backend, register_once)
 from robolearn.errors import ConfigError
 from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
@@ -288,16 +289,12 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
         from robolearn.drivers.real import make_car_backend
 
         be = make_car_backend(port=port, camera=camera, image_size=tuple(image_size), **backend_kwargs)
-    task = CarLap(be, control_hz=hz, end_on_collision=end_on_collision,
-                  collision_penalty=collision_penalty)
-    try:
-        return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=reward_source,
-                        privileged_obs=privileged_obs, reset_mode=reset_mode,
-                        reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
-                        reset_prompt=reset_prompt)
-    except Exception:
-        be.close()
-        raise
+    return env_owning_backend(
+        be, lambda b: CarLap(b, control_hz=hz, end_on_collision=end_on_collision,
+                             collision_penalty=collision_penalty),
+        obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
+        reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
+        reset_prompt=reset_prompt)
 
 
 def _check_image_size(image_size) -> None:
