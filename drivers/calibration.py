@@ -24,6 +24,7 @@ import numpy as np
 
 from robolearn.drivers.feetech import MAX_TICK, TICK_CENTER, TICKS_PER_REV
 from robolearn.errors import ConfigError
+from robolearn.jsonfile import read_json
 
 FORMAT = "robolearn.servo_calibration/1"
 RAD_PER_TICK = 2 * math.pi / TICKS_PER_REV
@@ -111,13 +112,10 @@ class Calibration:
     @classmethod
     def load(cls, path: str | Path, required: list[str] | None = None) -> "Calibration":
         path = Path(path)
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"calibration file {path} not found: run the calibration "
-                              "procedure (docs/drivers.md) or pass calibration=None for defaults") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"calibration file {path} is not valid JSON: {exc}") from None
+        raw = read_json(path, ConfigError,
+                        f"calibration file {path} not found: run the calibration procedure "
+                        "(docs/drivers.md) or pass calibration=None for defaults",
+                        corrupt="run the calibration again or restore the file")
         return cls.from_dict(raw, source=str(path), required=required)
 
     @classmethod

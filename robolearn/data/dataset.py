@@ -39,6 +39,7 @@ import numpy as np
 
 from robolearn.data.video import VideoWriter, fsync_dir, read_video
 from robolearn.errors import ConfigError, DatasetError
+from robolearn.jsonfile import read_json
 
 FORMAT = "robolearn-dataset"
 FORMAT_VERSION = 1
@@ -141,13 +142,7 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing; is this a robolearn dataset directory?")
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc}); the file is truncated or corrupt") from None
+    return read_json(path, DatasetError, f"{path}: missing; is this a robolearn dataset directory?")
 
 
 # ------------------------------------------------------------------------------- writing

@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from robolearn.errors import ConfigError, DatasetError, TrainingError
+from robolearn.jsonfile import read_json
 
 FORMAT_VERSION = 1
 
@@ -246,13 +247,9 @@ class ReplayBuffer:
         """Restore contents, counters and RNG saved by `save` into this (same-spec) buffer."""
         path = Path(path)
         meta_file = path / "meta.json"
-        if not meta_file.is_file():
-            raise DatasetError(f"{meta_file} not found: not a saved replay buffer (or the save "
-                               "was interrupted); point to a directory written by ReplayBuffer.save")
-        try:
-            meta = json.loads(meta_file.read_text())
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{meta_file} is not valid JSON ({exc}); the file is corrupt") from None
+        meta = read_json(meta_file, DatasetError,
+                         f"{meta_file} not found: not a saved replay buffer (or the save was "
+                         "interrupted); point to a directory written by ReplayBuffer.save")
         if meta.get("format") != "robolearn.replay":
             raise DatasetError(f"{meta_file} is not a robolearn replay buffer")
         want = self._meta()

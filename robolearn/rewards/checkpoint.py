@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from robolearn.jsonfile import read_json
 from robolearn.rewards.base import RewardModelError
 
 WEIGHTS = "model.safetensors"
@@ -47,13 +48,9 @@ def save_model(out: str | os.PathLike, module: torch.nn.Module, meta: dict) -> P
 def read_meta(path: str | os.PathLike, kind: str | None = None) -> dict:
     path = Path(path)
     meta_path = path / META
-    if not meta_path.is_file():
-        raise RewardModelError(f"reward model {path}: no {META} there (train one with "
-                               "`robolearn reward train DATASET --kind classifier --out DIR`)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RewardModelError(f"{meta_path}: not valid JSON ({exc}); the file is corrupt") from None
+    meta = read_json(meta_path, RewardModelError,
+                     f"reward model {path}: no {META} there (train one with "
+                     "`robolearn reward train DATASET --kind classifier --out DIR`)")
     if meta.get("format") != FORMAT:
         raise RewardModelError(f"{meta_path}: not a robolearn reward model (format={meta.get('format')!r})")
     if kind is not None and meta.get("kind") != kind:
