@@ -379,13 +379,17 @@ class DictObs(gym.ObservationWrapper):
 
 @pytest.mark.slow
 def test_sac_learns_pendulum():
+    """8000 env steps: at 5000 (the old budget) sac ended at -145..-458 over seeds 0-3, one
+    below -400, so the check depended on the unseeded warm-up; at 8000 seeds 0, 1, 4 end at
+    about -143 (the optimum is about -150)."""
     one = np.ones(1, np.float32)
     env = DictObs(gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -one, one))
+    env.action_space.seed(0)  # the random warm-up actions, so the test is repeatable
     agent = make_agent("sac", env.observation_space, env.action_space, seed=0,
                        actor_hidden=(128, 128), critic_hidden=(128, 128))
     buf = ReplayBuffer(env.observation_space, env.action_space, 10_000, seed=0)
     o, _ = env.reset(seed=0)
-    for step in range(5000):
+    for step in range(8000):
         a = env.action_space.sample() if step < 500 else agent.act(o)
         o2, r, term, trunc, _ = env.step(a)
         buf.add(o, a, r, o2, term, trunc)
