@@ -6,6 +6,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from robolearn.data.dataset import Dataset, DatasetWriter, load_transitions
 
@@ -67,7 +68,8 @@ def test_sigkill_mid_episode_keeps_earlier_episodes(tmp_path):
 
 def test_ctrl_c_mid_episode_discards_it_cleanly(tmp_path):
     out = tmp_path / "demos"
-    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    # faulthandler: if it ever hangs after Ctrl-C, SIGABRT makes it print every thread's stack
+    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"), PYTHONFAULTHANDLER="1")
     cmd = [sys.executable, "-m", "robolearn.cli", "record", "robolearn/ArmReach-v0", "--device", "scripted",
            "--episodes", "20", "--out", str(out), "--obs", "both", "--rate", "2",
            "--env-kw", 'camera="front"', "--env-kw", "image_size=[48,48]"]
@@ -76,7 +78,12 @@ def test_ctrl_c_mid_episode_discards_it_cleanly(tmp_path):
         tmp1 = out / ".tmp-000001"
         assert _wait_for(lambda: (out / "episode_000000").is_dir() and (tmp1 / "front.mp4").exists(), 120, proc)
         os.kill(proc.pid, signal.SIGINT)
-        output = proc.communicate(timeout=30)[0].decode()
+        try:
+            output = proc.communicate(timeout=60)[0].decode()
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)
+            pytest.fail("record did not exit within 60 s of Ctrl-C; its stacks:\n"
+                        + proc.communicate(timeout=30)[0].decode()[-8000:])
     finally:
         if proc.poll() is None:
             proc.kill()

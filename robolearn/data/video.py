@@ -61,12 +61,15 @@ class VideoWriter:
         fsync_file(self.path)
 
     def abort(self) -> None:
-        """Stop ffmpeg without caring about the file (the episode is being discarded)."""
+        """Stop ffmpeg without caring about the file (the episode is being discarded). It is
+        killed, not waited for: a Ctrl-C must not wait on an encoder under load. (imageio-ffmpeg
+        kills its ffmpeg when the writer generator receives a BaseException such as
+        GeneratorExit's sibling KeyboardInterrupt; `close()` would wait for it instead.)"""
         if not self._closed:
             self._closed = True
             try:
-                self._gen.close()
-            except Exception:  # noqa: BLE001 - the file is thrown away anyway
+                self._gen.throw(KeyboardInterrupt)
+            except (KeyboardInterrupt, StopIteration, Exception):  # noqa: BLE001 - thrown away anyway
                 pass
 
 
