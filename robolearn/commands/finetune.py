@@ -36,6 +36,20 @@ def add_arguments(parser) -> None:
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    rec = parser.add_argument_group("recording reward-model data on the robot (no learner, no actor)")
+    rec.add_argument("--record", metavar="DIR", default=None,
+                     help="record teleoperated episodes on the session's robot (its calibration, "
+                          "cameras, perception and resets) into dataset DIR, with camera frames and "
+                          "the device's success labels (no reward model yet): the data `robolearn "
+                          "reward train DIR --kind classifier` learns from")
+    rec.add_argument("--episodes", type=int, default=40, help="--record: episodes to save (default 40)")
+    rec.add_argument("--device", default=None,
+                     help="--record: teleop device (keyboard, spacemouse, gamepad, leader; default "
+                          "operator, the emulated person, on an emulated robot, else keyboard)")
+    rec.add_argument("--operator-mode", choices=("demo", "fail", "alternate"), default="alternate",
+                     help="--device operator: successes, near misses, or both in turn (default)")
+    rec.add_argument("--record-seed", type=int, default=None,
+                     help="--record: reset seed of the first episode (default: after the dataset's last)")
 
 
 def run(args) -> int:
@@ -73,11 +87,15 @@ def run(args) -> int:
     if args.calibrate_arm is not None:
         ft.calibrate_arm = args.calibrate_arm
         cfg.validate()
+    if args.record and args.episodes < 1:
+        raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
     if args.zero_shot_only and (ft.load == "none" or not ft.zero_shot_episodes):
         raise ConfigError("--zero-shot-only evaluates the pretrained policy: it needs finetune.load "
                           "\"agent\" or \"policy\" and zero_shot_episodes > 0")
     F.resolve_agent(cfg)
     run_dir = cfg.run_dir()
+    if args.record:
+        return _record(cfg, args, run_dir)
     if (run_dir / "session_report.json").exists():
         raise ConfigError(f"{run_dir} already holds a finished session; choose another --out "
                           "(nothing was deleted)")
@@ -226,3 +244,33 @@ def run(args) -> int:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
     return 130 if stopping["signal"] is not None else 0
+
+
+def _record(cfg, args, run_dir) -> int:
+    """`--record DIR`: the session's robot (emulator, calibration) + a teleop device -> dataset."""
+    import json
+
+    from robolearn.runtime import finetune as F
+
+    ft = cfg.finetune
+    run_dir.mkdir(parents=True, exist_ok=True)
+    emulator = None
+    try:
+        if ft.reality:
+            emulator = F.start_emulator(cfg, run_dir / "emulator.log")
+            cfg.env_kwargs.update(emulator.env_kwargs())
+            ft.truth_url = emulator.truth_url
+            print(f"emulated robot: {emulator.describe()}", flush=True)
+        if ft.calibrate_arm:
+            print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
+            print(f"arm calibration: {json.dumps(F.calibrate_robot_arm(cfg, run_dir))}", flush=True)
+        device = args.device or ("operator" if ft.truth_url else "keyboard")
+        config = {}
+        if device == "operator":
+            config = {"truth_url": ft.truth_url, "mode": args.operator_mode, "seed": cfg.seed}
+        res = F.record_on_robot(cfg, args.record, args.episodes, device, config, seed=args.record_seed)
+    finally:
+        if emulator is not None:
+            emulator.stop()
+    print(json.dumps(res), flush=True)
+    return 0

@@ -378,6 +378,10 @@ class EmulatedRobotSession:
 
     def env_kwargs(self) -> dict:
         kw = {"backend": "real", "port": self.robot.port}
+        if self.robot.hand_url:  # no person at an emulated robot: the emulated operator answers
+            # failed resets by putting the cube back by hand (counted as human prompts)
+            kw["reset_prompt"] = f"operator:{self.robot.hand_url}"
+            kw["reset_on_failure"] = "prompt"
         if self.kind == "arm":  # the emulator shares this machine's cores (with the learner and
             # anything else running): allow it 250 ms a reply before a retry (a real bus: ~1 ms)
             kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.25)
@@ -405,6 +409,54 @@ class EmulatedRobotSession:
 
 def start_emulator(cfg, log_path: Path) -> EmulatedRobotSession:
     return EmulatedRobotSession(cfg, log_path)
+
+
+def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_config: dict,
+                    seed: int | None = None) -> dict:
+    """Record `episodes` teleoperated episodes on the session's robot into dataset `out`, with
+    the robot env exactly as the actor makes it (calibration, cameras, perception, resets) but
+    camera frames kept and the recording device's labels instead of a reward model: the data
+    a robot-trained reward classifier learns from (HIL-SERL), before there is one."""
+    from robolearn.data.dataset import DatasetWriter
+    from robolearn.policies.training import make_env
+    from robolearn.teleop import make_device
+    from robolearn.teleop.recorder import HumanLabelsOnly, record
+    from robolearn.teleop.session import Readout
+
+    import gymnasium as gym
+
+    from robolearn.resets.stats import ResetStats
+
+    class ResetLog(gym.Wrapper):  # the resets' statistics for the summary
+        stats = ResetStats()
+
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            if isinstance(info.get("reset"), dict):
+                self.stats.add(info["reset"])
+            return obs, info
+
+    kwargs = {**cfg.env_kwargs, "reward_source": HumanLabelsOnly()}
+    env = ResetLog(make_env(cfg.env, "both", None, cfg.max_episode_steps, kwargs, {}, cfg.sim_params))
+    dev = writer = None
+    try:
+        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
+                               action_space=env.action_space, obs_mode="both")
+        dev = make_device(device, env, **device_config)
+        readout = Readout()
+        readout.line(dev.help())
+        first = writer.next_seed() if seed is None else seed
+        res = record(env, dev, writer, episodes, seed=first, rate_hz=0.0, readout=readout)
+        return {"dataset": str(out), "saved": len(res.saved), "successes": res.successes,
+                "discarded": res.discarded, "steps": res.steps, "total_episodes": writer.num_episodes,
+                "resets": env.stats.as_dict()}
+    finally:
+        if dev is not None:
+            dev.close()
+        if writer is not None:
+            writer.close()
+        env.close()
 
 
 def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:

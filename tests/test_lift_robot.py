@@ -1,0 +1,281 @@
+"""ArmLift on a robot without a simulator: the emulated operator (hand, prompt, teleop device),
+the camera cube reset, the cube finder, and recording with human labels on backend="real".
+
+The robot is the arm emulator over a pseudo-terminal with its MJPEG camera and /truth.json
+(no mocks); sim tests run the same reset controller in physical mode, where the simulator can
+check what the camera-driven reset did.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import robolearn  # noqa: F401  (registers the envs)
+from robolearn import cli
+from robolearn.errors import ConfigError, DatasetError, DeviceError
+from robolearn.resets.supervisor import ResetError
+from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+
+LIFT = "robolearn/ArmLift-v0"
+
+
+class NoReward:
+    def reset(self):
+        pass
+
+    def __call__(self, obs, info):
+        return 0.0, False
+
+
+def _in_region(xy, margin=0.0):
+    return bool(np.all(np.asarray(xy) >= CUBE_REGION_LOW - margin)
+                and np.all(np.asarray(xy) <= CUBE_REGION_HIGH + margin))
+
+
+@pytest.fixture(scope="module")
+def robot():
+    from robolearn.drivers.emulation import start_emulator
+
+    with start_emulator("arm", reality=None) as r:
+        yield r
+
+
+def _cube(robot):
+    from robolearn.drivers.truth import fetch_truth
+
+    t = fetch_truth(robot.truth_url)
+    return np.asarray(t["bodies"]["cube"][:3]), t
+
+
+# ----------------------------------------------------------------------------- the hand
+def test_the_hand_puts_the_cube_back_and_every_move_is_on_the_record(robot):
+    from robolearn.teleop.operator import hand_place_cube
+
+    _, before = _cube(robot)
+    out = hand_place_cube(robot.hand_url, xy=(0.2, 0.05))
+    cube, after = _cube(robot)
+    assert np.allclose(cube[:2], (0.2, 0.05), atol=0.002) and abs(cube[2] - CUBE_HALF) < 0.003
+    assert after["hand_moves"] == before["hand_moves"] + 1 == out["moves"]
+    yaw = 2 * math.atan2(after["bodies"]["cube"][6], after["bodies"]["cube"][3])
+    assert abs(yaw - math.atan2(0.05, 0.2)) <= 0.3 + 1e-6     # the start yaw rule
+    hand_place_cube(robot.hand_url)                            # a random start-region point
+    assert _in_region(_cube(robot)[0][:2])
+    import urllib.error
+    import urllib.request
+
+    for body, code in ((b'{"xy": "here"}', 500), (b"not json", 400), (b"[1, 2]", 400)):
+        req = urllib.request.Request(robot.hand_url, data=body, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=5)
+        assert err.value.code == code
+    assert _cube(robot)[1]["hand_moves"] == after["hand_moves"] + 1     # refused: nothing moved
+    with pytest.raises(DeviceError, match="did not answer"):
+        hand_place_cube(robot.hand_url.replace("place_cube", "nothing"))
+
+
+def test_operator_prompt_answers_a_failed_reset_with_the_hand_and_is_counted(robot):
+    """A reset that cannot succeed: the supervisor holds the arm and asks; the emulated
+    operator puts the cube back (hand), answers retry twice, then continue; every ask counts."""
+    from robolearn.teleop.operator import hand_place_cube
+
+    hand_place_cube(robot.hand_url, xy=(0.33, 0.2))   # somewhere a person must fix
+    env = gym.make(LIFT, backend="real", port=robot.port, timeout=0.1, control_hz=20,
+                   reward_source=NoReward(), reset_prompt=f"operator:{robot.hand_url}",
+                   reset_on_failure="prompt")
+    try:
+        _, info = env.reset(options={"reset_controller": _AlwaysFails()})
+        rep = info["reset"]
+        assert rep["human_prompts"] == 3 and rep["kind"] == "human" and not rep["ok"]
+        assert rep["failures"] == 6                      # 2 controller tries per prompt round
+        assert _in_region(_cube(robot)[0][:2])
+        assert env.unwrapped.resets.prompt.placed == 3
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="reset_prompt='operator'"):
+        gym.make(LIFT, backend="real", port=robot.port, reward_source=NoReward(), reset_prompt="operator")
+
+
+class _AlwaysFails:
+    kind = "scripted"
+
+    def run(self, task, rng):
+        yield 0.05
+        raise ResetError("the cube cannot be seen")
+
+
+# ------------------------------------------------------------------- operator + record
+def test_record_on_the_robot_with_the_operators_labels(robot, tmp_path):
+    """`robolearn record` on backend="real" for lift: no reward model, so the device's labels:
+    frames marked while the true cube is lifted, rewards missing (NaN), success by the device."""
+    from robolearn.data.dataset import Dataset
+    from robolearn.policies.training import load_demos, make_env
+    from robolearn.teleop.operator import hand_place_cube
+
+    hand_place_cube(robot.hand_url, xy=(0.22, 0.0))
+    out = tmp_path / "robot_lift"
+    kw = {"backend": "real", "port": robot.port, "timeout": 0.1, "control_hz": 20,
+          "camera": {"front": robot.camera_urls["front"]}, "image_size": [64, 64]}
+    argv = ["record", LIFT, "--device", "operator", "--truth-url", robot.truth_url, "--operator-mode",
+            "demo", "--obs", "both", "--episodes", "1", "--out", str(out)]
+    for k, v in kw.items():
+        argv += ["--env-kw", f"{k}={json.dumps(v)}"]
+    assert cli.main(argv) == 0
+    ds = Dataset(out)
+    ep = ds.episode(0)
+    marks = np.asarray(ep.data["success_mark"], bool)
+    assert ep.meta["success"] and ep.meta["label_source"] == "operator"
+    assert 1 <= marks.sum() <= 9 and marks[-1]             # marked while lifted, then Enter
+    assert np.all(np.isnan(ep.data["reward"])) and not np.any(ep.data["success"])
+    assert ep.frames("front").shape[1:] == (64, 64, 3)
+    assert _cube(robot)[0][2] - CUBE_HALF > 0.05           # the truth agrees: it is up
+    env = make_env(LIFT, "both", env_kwargs={"image_size": [64, 64], "camera": "front"})
+    try:
+        with pytest.raises(DatasetError, match="no reward .*reward train"):
+            load_demos(str(out), env)
+    finally:
+        env.close()
+
+
+def test_operator_needs_its_eyes_and_a_lift_task(robot):
+    from robolearn.teleop import make_device
+
+    env = gym.make(LIFT)
+    try:
+        with pytest.raises(ConfigError, match="truth_url"):
+            make_device("operator", env)
+        with pytest.raises(ConfigError, match="mode='lazy'"):
+            make_device("operator", env, truth_url=robot.truth_url, mode="lazy")
+    finally:
+        env.close()
+    env = gym.make("robolearn/ArmReach-v0")
+    try:
+        with pytest.raises(ConfigError, match="lift"):
+            make_device("operator", env, truth_url=robot.truth_url)
+    finally:
+        env.close()
+
+
+# ------------------------------------------------------------- camera cube reset (sim)
+class _SimEyes:
+    """A cube finder that reads the simulator (+ an offset): tests the controller, not a net."""
+
+    camera = "front"
+    look_q = np.array((0.0, -0.6, 1.2, 0.3, 0.0))
+
+    def __init__(self, sim, offset=(0.0, 0.0)):
+        self.sim, self.offset, self.looks = sim, np.asarray(offset), 0
+
+    def locate(self, camera):
+        camera.read()
+        self.looks += 1
+        return self.sim.cube_pose()[0][:2] + self.offset
+
+
+def _physical_lift(finder_offset=(0.0, 0.0), on_failure="raise"):
+    env = gym.make(LIFT, reset_mode="physical", reset_on_failure=on_failure, camera="front",
+                   image_size=[64, 64])
+    base = env.unwrapped
+    base.task.cube_finder = _SimEyes(base.sim, finder_offset)
+    return env, base
+
+
+def _put(sim, xy, yaw):
+    """Where the last episode left the cube (a test stands in for the policy here)."""
+    q = sim._cube_q
+    sim.data.qpos[q:q + 3] = (xy[0], xy[1], CUBE_HALF)
+    sim.data.qpos[q + 3:q + 7] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+
+
+def test_camera_cube_reset_picks_the_cube_anywhere_and_places_it_in_the_region():
+    env, base = _physical_lift()
+    try:
+        env.reset(seed=1)
+        for xy, rel in (((0.12, 0.15), 0.2), ((0.30, -0.18), -0.3), ((0.2, 0.0), 0.0)):
+            _put(base.sim, xy, math.atan2(xy[1], xy[0]) + rel)
+            _, info = env.reset(seed=2)
+            rep = info["reset"]
+            cube = base.sim.cube_pose()[0]
+            assert rep["ok"] and rep["teleports"] == 0 and rep["kind"] == "scripted", rep
+            assert _in_region(cube[:2], 0.01) and abs(cube[2] - CUBE_HALF) < 0.004, cube
+            assert np.max(np.abs(base.backend.robot.read().q - base.task.home_q)) < 0.05
+        assert base.task.cube_finder.looks >= 6       # a look before the grasp, one after placing
+    finally:
+        env.close()
+
+
+def test_camera_cube_reset_says_when_the_cube_is_wedged_across_the_fingers():
+    """The model's gripper opens 4.0 cm, a 3 cm cube's diagonal is 4.2 cm: a cube turned 45 deg
+    to the fingers stays between them; the fingers' opening shows it, and the reset says so."""
+    env, base = _physical_lift(on_failure="continue")
+    try:
+        env.reset(seed=1)
+        _put(base.sim, (0.2, 0.0), math.radians(45))
+        _, info = env.reset(seed=2)
+        assert not info["reset"]["ok"] and "wedged across the open fingers" in info["reset"]["message"]
+    finally:
+        env.close()
+
+
+def test_camera_cube_reset_with_a_wrong_estimate_fails_loudly_and_holds():
+    env, base = _physical_lift(finder_offset=(0.0, 0.06), on_failure="continue")
+    try:
+        _, info = env.reset(seed=0)
+        rep = info["reset"]
+        assert not rep["ok"] and rep["failures"] == 2
+        assert "could not grasp the cube in 3 attempts" in rep["message"]
+    finally:
+        env.close()
+    env, base = _physical_lift(finder_offset=(0.3, 0.0), on_failure="continue")
+    try:
+        _, info = env.reset(seed=0)
+        assert "out of the arm's reach" in info["reset"]["message"]
+    finally:
+        env.close()
+
+
+# ------------------------------------------------------------------------ cube finder
+@pytest.fixture(scope="module")
+def finder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("finder") / "lift"
+    assert cli.main(["perception", "train", "--env", LIFT, "--targets", "look", "--out", str(out),
+                     "--frames", "160", "--epochs", "1", "--threads", "1"]) == 0
+    return out
+
+
+def test_cube_finder_trains_loads_and_plugs_into_the_env(finder, tmp_path):
+    from robolearn.policies.cube_finder import CubeFinder
+    from robolearn.resets.cube_camera import PlaceCubeByCamera
+
+    meta = json.loads((finder / "perception.json").read_text())
+    assert meta["purpose"] == "cube_finder" and meta["targets"] == ["cube_x", "cube_y"]
+    f = CubeFinder.load(finder)
+    env = gym.make(LIFT, reset_mode="physical", camera="front", cube_finder=str(finder))
+    try:
+        ctrl = env.unwrapped.task.reset_controller()
+        assert isinstance(ctrl, PlaceCubeByCamera)
+        est = f.locate(env.unwrapped.backend.cameras["front"])
+        assert est.shape == (2,) and np.all(np.isfinite(est))
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="image_size"):
+        gym.make(LIFT, camera="front", image_size=[64, 64], cube_finder=str(finder))
+    with pytest.raises(ConfigError, match="camera 'front'"):
+        gym.make(LIFT, camera="wrist", cube_finder=str(finder))
+    with pytest.raises(ConfigError, match="no cube"):
+        gym.make("robolearn/ArmReach-v0", camera="front", cube_finder=str(finder))
+    with pytest.raises(DatasetError, match="not found"):
+        gym.make(LIFT, cube_finder=str(tmp_path / "none"))
+
+
+def test_a_policy_localiser_is_not_a_cube_finder(tmp_path):
+    from robolearn.policies.cube_finder import CubeFinder
+
+    out = tmp_path / "loc"
+    assert cli.main(["perception", "train", "--env", LIFT, "--out", str(out), "--frames", "120",
+                     "--epochs", "1", "--threads", "1"]) == 0
+    with pytest.raises(ConfigError, match="not a cube finder"):
+        CubeFinder.load(out)
