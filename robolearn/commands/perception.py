@@ -18,11 +18,6 @@ def add_arguments(parser) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-randomize", action="store_true", help="plain renders (no domain randomisation)")
     t.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    t.add_argument("--targets", choices=("policy", "look"), default="policy",
-                   help="policy: the cube position in lift/push episodes, appended to the policy's "
-                        "state (default); look: a cube finder for camera resets on a robot: the "
-                        "cube's x, y anywhere in reach, seen with the arm folded out of view "
-                        "(env option cube_finder = DIR, policies/cube_finder.py)")
 
 
 def run(args) -> int:
@@ -45,29 +40,14 @@ def run(args) -> int:
         raise ConfigError(f"{out} already holds a perception model; choose another --out "
                           "(nothing was overwritten)")
     torch.set_num_threads(args.threads)
-    look = args.targets == "look"
     with tqdm(total=args.frames, desc="rendering", unit="frame") as bar:
-        if look:
-            from robolearn.policies.cube_finder import collect_look_frames
-
-            images, targets = collect_look_frames(args.env, args.frames, args.camera, seed=args.seed,
-                                                  randomize=not args.no_randomize, progress=bar.update)
-        else:
-            images, targets = collect_frames(args.env, args.frames, args.camera, seed=args.seed,
-                                             randomize=not args.no_randomize, progress=bar.update)
+        images, targets = collect_frames(args.env, args.frames, args.camera, seed=args.seed,
+                                         randomize=not args.no_randomize, progress=bar.update)
     steps = args.epochs * max(1, int(len(images) * 0.85) // 128)
-    names = None
-    if look:
-        from robolearn.policies.cube_finder import TARGET_NAMES as names
     with tqdm(total=steps, desc="training", unit="batch") as bar:
         loc, report = train_localiser(images, targets, env_id=args.env, camera=args.camera,
-                                      epochs=args.epochs, seed=args.seed, progress=bar.update,
-                                      target_names=names)
+                                      epochs=args.epochs, seed=args.seed, progress=bar.update)
     loc.meta["randomized"] = not args.no_randomize
-    if look:
-        from robolearn.policies.cube_finder import LOOK_Q, PURPOSE
-
-        loc.meta.update(purpose=PURPOSE, look_q=list(LOOK_Q))
     loc.save(out)
     print(json.dumps({"out": str(out), "env": args.env, "camera": args.camera, **report}, indent=1))
     return 0
