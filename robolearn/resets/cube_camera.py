@@ -34,7 +34,7 @@ from robolearn.resets.supervisor import ResetError
 class PlaceCubeByCamera:
     """Reset controller: cube (seen by `finder`) to a uniform point of the region, arm home."""
 
-    finder: object                     # policies.cube_finder.CubeFinder
+    finder: object                     # policies.cube_finder.CubeFinder (camera, look_q, locate)
     region_low: tuple = (0.16, -0.12)
     region_high: tuple = (0.28, 0.12)
     hover: float = 0.06                # m above the table for moves with the cube clear of it
@@ -45,6 +45,10 @@ class PlaceCubeByCamera:
     attempts: int = 3                  # grasps tried before the reset fails
     held_margin: float = 0.35          # rad: a gripper stopped this far from closed holds the cube
     settle_periods: int = 4            # control periods still at the look pose before looking
+    # arrival: within `tol` of the target (m) or `max_periods` elapsed; the path is commanded,
+    # so a sagging arm (soft servos under load) goes on from where it was told to be
+    tol: float = 0.012
+    max_periods: int = 60
     check_margin: float = 0.015        # m: the placed cube may lie this far outside the region
     kind = "scripted"
 
@@ -67,8 +71,8 @@ class PlaceCubeByCamera:
         if self.pushed_open(task):
             raise ResetError("the cube is wedged across the open fingers (held by its diagonal, wider "
                              "than the gripper opens); take it out of the gripper")
-        yield from mover.to((mover.ee[0], mover.ee[1], max(mover.ee[2], self.hover + 0.02)),
-                            open_=True, max_periods=30, soft=True)
+        yield from self._go(mover, (mover.ee[0], mover.ee[1], max(mover.ee[2], self.hover + 0.02)),
+                            open_=True)
         for attempt in range(self.attempts):
             xy = yield from self._look(task, cam, dt)
             if not in_reach(xy):
@@ -77,26 +81,24 @@ class PlaceCubeByCamera:
                                  f"{REACH_LOW[1]}..{REACH_HIGH[1]} m); put it back in the start region")
             yield from MoveToJoints(task.home_q, task.home_gripper, dt=dt).motion(task.arm)
             mover = _EeMover(task, self.step)
-            yield from mover.to((xy[0], xy[1], self.hover), open_=True, roll=0.0)
-            yield from mover.to((xy[0], xy[1], self.grasp_z), open_=True, roll=0.0, speed=0.6,
-                                max_periods=40, soft=True)
+            yield from self._go(mover, (xy[0], xy[1], self.hover), open_=True, roll=0.0)
+            yield from self._go(mover, (xy[0], xy[1], self.grasp_z), open_=True, roll=0.0, speed=0.6)
             yield from mover.hold(self.close_steps, open_=False)
-            yield from mover.to((xy[0], xy[1], self.hover), open_=False)
+            yield from self._go(mover, (xy[0], xy[1], self.hover), open_=False)
             if self.holding(task):
                 break
             yield from mover.hold(2, open_=True)          # closed on nothing: open, look again
-            yield from mover.to((xy[0], xy[1], self.hover + 0.02), open_=True, soft=True, max_periods=20)
+            yield from self._go(mover, (xy[0], xy[1], self.hover + 0.02), open_=True)
         else:
             raise ResetError(f"could not grasp the cube in {self.attempts} attempts (the gripper "
                              "closed on nothing each time); put it in the start region by hand")
-        yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False)
-        yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=False, speed=0.6,
-                            soft=True, max_periods=30)
+        yield from self._go(mover, (goal_xy[0], goal_xy[1], self.hover), open_=False)
+        yield from self._go(mover, (goal_xy[0], goal_xy[1], self.place_z), open_=False, speed=0.6)
         yield from mover.hold(self.close_steps, open_=True)
         if self.pushed_open(task):
             raise ResetError("the cube stayed wedged across the open fingers (held by its diagonal, "
                              "wider than the gripper opens); take it out of the gripper")
-        yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=True, speed=0.6)
+        yield from self._go(mover, (goal_xy[0], goal_xy[1], self.hover), open_=True, speed=0.6)
         xy = yield from self._look(task, cam, dt)
         yield from MoveToJoints(task.home_q, task.home_gripper, dt=dt).motion(task.arm)
         if not (np.all(xy >= low - self.check_margin) and np.all(xy <= high + self.check_margin)):
@@ -109,6 +111,9 @@ class PlaceCubeByCamera:
         closed, opened = float(task.spec.gripper_closed), float(task.spec.gripper_open)
         return (g - opened) * np.sign(opened - closed) > 0.02
 
+    def _go(self, mover, target, **kw):
+        return (yield from mover.to(target, tol=self.tol, soft=True, max_periods=self.max_periods, **kw))
+
     def holding(self, task) -> bool:
         """The fingers stopped short of closed: something (the cube) is between them."""
         g = float(task.arm.read().gripper)
@@ -117,10 +122,16 @@ class PlaceCubeByCamera:
 
     def _look(self, task, cam, dt):
         """Fold the arm out of the camera's view, wait for it to settle, estimate the cube x, y."""
-        q = np.clip(self.finder.look_q, task.kin.lower, task.kin.upper)
+        q = np.clip(np.asarray(self.finder.look_q, float), task.kin.lower, task.kin.upper)
         yield from MoveToJoints(q, task.home_gripper, dt=dt).motion(task.arm)
         for _ in range(self.settle_periods):
             task.arm.command(q, task.home_gripper)
             task.arm.advance(dt)
             yield dt
-        return self.finder.locate(cam)
+        from robolearn.policies.cube_finder import CubeNotSeenError
+
+        try:
+            return np.asarray(self.finder.locate(cam), dtype=np.float64)
+        except CubeNotSeenError as exc:
+            raise ResetError(f"{exc} (fallen off, hidden, or still in the gripper); put it back in the "
+                             "start region") from None

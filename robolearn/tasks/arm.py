@@ -446,9 +446,9 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
     reset_mode: "teleport" (sim default) or "physical" (hardware's only mode); reset_on_failure,
     reset_timeout, reset_prompt: see `robolearn.env.RobotEnv` and robolearn/resets.
-    cube_finder: a camera cube-finder folder (`robolearn perception train --targets look`):
-    push/lift physical resets then find the cube with the camera (resets/cube_camera.py), as
-    they must on hardware; its camera must be among the env's cameras.
+    cube_finder: a cube finder folder (made by the camera calibration on the robot,
+    policies/cube_finder.py): push/lift physical resets then find the cube with the camera
+    (resets/cube_camera.py), as they must on hardware; its camera must be among the env's.
     """
     from robolearn.resets.modes import resolve_reset_mode
 
@@ -515,7 +515,7 @@ def _attach_cube_finder(task: ArmTask, path) -> None:
     if cam is None:
         raise ConfigError(f"cube_finder {path} looks through camera {finder.camera!r}; this env has "
                           f"cameras {sorted(task.backend.cameras)}: add {finder.camera!r} to camera=")
-    shape = tuple(finder.localiser.meta["image_shape"])
+    shape = tuple(finder.image_shape)
     if tuple(cam.shape) != shape:
         raise ConfigError(f"cube_finder {path} was trained on {shape} images, camera {finder.camera!r} "
                           f"gives {tuple(cam.shape)}; set image_size = {list(shape[:2])}")
