@@ -32,6 +32,9 @@ def add_arguments(parser) -> None:
                              "from-scratch baseline with the same networks)")
     parser.add_argument("--calibrate-arm", action=argparse.BooleanOptionalAction, default=None,
                         help="run the stop calibration on the arm first (overrides finetune.calibrate_arm)")
+    parser.add_argument("--calibrate-perception", action=argparse.BooleanOptionalAction, default=None,
+                        help="fine-tune the camera localisers on frames the arm labels, before the "
+                             "zero-shot (overrides finetune.calibrate_perception)")
     parser.add_argument("--zero-shot-only", action="store_true",
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
@@ -86,6 +89,9 @@ def run(args) -> int:
         ft.load = args.load
     if args.calibrate_arm is not None:
         ft.calibrate_arm = args.calibrate_arm
+    if args.calibrate_perception is not None:
+        ft.calibrate_perception = args.calibrate_perception
+    if args.calibrate_arm is not None or args.calibrate_perception is not None:
         cfg.validate()
     if args.record and args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
@@ -114,6 +120,11 @@ def run(args) -> int:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
             arm_calibration = F.calibrate_robot_arm(cfg, run_dir)
             print(f"arm calibration: {json.dumps(arm_calibration)}", flush=True)
+        perception_calibration = None
+        if ft.calibrate_perception:
+            print("calibrating the camera localisers with frames the arm labels", flush=True)
+            perception_calibration = F.calibrate_robot_perception(cfg, run_dir)
+            print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -137,6 +148,8 @@ def run(args) -> int:
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
         if arm_calibration is not None:
             report_extra["arm_calibration"] = arm_calibration
+        if perception_calibration is not None:
+            report_extra["perception_calibration"] = perception_calibration
 
         if ft.zero_shot_episodes and ft.load == "none":
             print("finetune.load = \"none\" (from scratch): no zero-shot evaluation of a pretrained policy",
@@ -148,9 +161,12 @@ def run(args) -> int:
             print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
         if args.zero_shot_only:
             report_extra["zero_shot_only"] = True
+            if emulator is not None and emulator.truth_url:
+                report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
             report = F.session_report(run_dir, hz, report_extra)
             print(f"session report: {run_dir / 'session_report.json'}", flush=True)
-            print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration")}), flush=True)
+            print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration",
+                                                         "perception_calibration")}), flush=True)
             return 0
 
         stopping = {"signal": None}
@@ -232,6 +248,8 @@ def run(args) -> int:
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
                                                if k in ("env_steps", "updates", "wall_s", "finetune",
                                                         "exit_reason", "utd")}
+        if emulator is not None and emulator.truth_url:
+            report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         report = F.session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:
@@ -264,6 +282,10 @@ def _record(cfg, args, run_dir) -> int:
         if ft.calibrate_arm:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
             print(f"arm calibration: {json.dumps(F.calibrate_robot_arm(cfg, run_dir))}", flush=True)
+        if ft.calibrate_perception:
+            print("calibrating the camera localisers with frames the arm labels", flush=True)
+            print(f"perception calibration: {json.dumps(F.calibrate_robot_perception(cfg, run_dir))}",
+                  flush=True)
         device = args.device or ("operator" if ft.truth_url else "keyboard")
         config = {}
         if device == "operator":

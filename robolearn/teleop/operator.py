@@ -71,6 +71,15 @@ class OperatorPrompt:
         self.placed = 0
         self._recent: list[float] = []
 
+    def put_cube(self, xy, message: str = "") -> None:
+        """The operator puts the cube at `xy` (m) when asked to (a prompt; counted)."""
+        self.asked += 1
+        placed = hand_place_cube(self.hand_url, xy=xy)
+        self.placed += 1
+        time.sleep(self.settle_s)
+        log.warning("[prompt] %s\n[prompt] emulated operator: put the cube by hand at (%.3f, %.3f) m",
+                    message, placed["cube"][0], placed["cube"][1])
+
     def ask(self, message: str) -> str:
         from robolearn.resets.prompt import CONTINUE, RETRY
 
