@@ -43,6 +43,10 @@ class PerceptionCalibrationConfig:
     epochs: int = 6
     lr: float = 3e-4
     seed: int = 0
+    in_hand_frames: int = 3            # frames at each still point with the cube in the hand
+    label_margin: float = 0.01         # success classifier: frames within this of the lift height
+                                       # (m) are left out (the cube's seat in the hand is ~1 cm unsure)
+    classifier_epochs: int = 15
 
 
 IN_HAND_DZ = -0.005   # the cube's centre below the grasp point when held (grasp_z 0.02, centre 0.015)
@@ -96,7 +100,7 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
             if label is not None and k % every == 0:
                 ep.add(camera.read().image, label(), cycle, 0)
 
-    def still(label, cycle, n=2, frames=2, kind=1, store=None):
+    def still(label, cycle, n=2, frames=cfg.in_hand_frames, kind=1, store=None):
         """Hold still `n` periods, then take `frames` frames (the label cannot lag the image)."""
         for _ in range(n):
             task.arm.advance(dt)
@@ -138,7 +142,8 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
             known = np.array([cfg.mark[0], cfg.mark[1], CUBE_HALF])
             continue
         # lift, carry (frames only while holding still: the cube moves with the hand)
-        run(go(mover, (known[0], known[1], rng.uniform(0.06, 0.13)), open_=False, speed=0.6))
+        # (from 2 cm above the table: frames of a cube held but not yet lifted far enough)
+        run(go(mover, (known[0], known[1], rng.uniform(0.04, 0.13)), open_=False, speed=0.6))
         still(in_hand, c)
         far = cfg.far_every and c % cfg.far_every == cfg.far_every - 1
         goal = sample_reachable_xy(rng, 0.0) if far else rng.uniform(low, high)
@@ -271,3 +276,56 @@ def json_round(d: dict) -> dict:
 
 def _mm(v) -> str:
     return "n/a" if v is None else f"{v * 1000:.1f} mm"
+
+
+def success_labels(heights: np.ndarray, lift_height: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """(label, keep): lifted when the cube's height above its resting height is at least
+    `lift_height` (the task's success), frames within `margin` of it left out."""
+    heights = np.asarray(heights, float)
+    return heights >= lift_height, np.abs(heights - lift_height) >= margin
+
+
+def train_success_classifier(frames: dict, out: str | Path, env_id: str, cfg: PerceptionCalibrationConfig,
+                             camera: str = "front", log=print) -> dict:
+    """A lift success classifier from the robot's own camera frames, labelled by the arm's
+    kinematics (the cube's height: on the table, or in the hand at a measured height), saved as
+    a `[reward]` model (rewards/classifier.py; threshold for 0.99 precision on held-out cycles).
+    Why: a classifier trained on sim renders fired on the robot's frames without a lift
+    (docs/bench/finetune/); these frames come from the robot's camera itself."""
+    from robolearn.rewards.classifier import ClassifierConfig, fit_classifier
+    from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+
+    data = frames.get("episode")
+    if data is None:
+        raise ConfigError("camera calibration recorded no frames for the success classifier")
+    label, keep = success_labels(data["labels"][:, 2] - CUBE_HALF, LIFT_HEIGHT, cfg.label_margin)
+    if not label[keep].any() or label[keep].all():
+        raise ConfigError(f"the calibration frames show {'no' if not label[keep].any() else 'only'} "
+                          "lifted cube(s): the classifier needs both; run more calibration cycles")
+    cycle = data["cycle"][keep]
+    episodes = sorted(int(c) for c in np.unique(cycle))
+    lab = label[keep]
+    ccfg = ClassifierConfig(cameras=[camera], epochs=cfg.classifier_epochs, colour_jitter=False,
+                            seed=cfg.seed)
+    model_data = {"frames": {camera: data["images"][keep]}, "labels": lab, "episode": cycle,
+                  "episodes": episodes, "episode_has_success": [bool(lab[cycle == e].any()) for e in episodes],
+                  "cameras": [camera], "image_shape": tuple(data["images"].shape[1:]), "env_id": env_id}
+    t0 = time.monotonic()
+    _, report = fit_classifier(model_data, ccfg, out, log=lambda m: None,
+                               source="robot frames of the camera calibration (labels: the arm's kinematics)")
+    rep = {"frames": int(keep.sum()), "positive_frames": int(lab.sum()),
+           "left_out_near_threshold": int((~keep).sum()), "held_out": report["held_out"],
+           "held_out_frames": report["held_out_frames"], "train_s": round(time.monotonic() - t0, 1)}
+    log(f"camera calibration: success classifier: {rep['positive_frames']} lifted of {rep['frames']} "
+        f"frames, held-out {json_round(report['held_out'])}")
+    return rep
+
+
+def save_frames(frames: dict, path: str | Path) -> Path:
+    """The calibration's labelled frames as one .npz (no pickles), so they are never lost."""
+    path = Path(path)
+    arrays = {f"{part}_{k}": v for part, d in frames.items() if d is not None for k, v in d.items()}
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    tmp.replace(path)
+    return path

@@ -360,6 +360,47 @@ def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_p
 
     assert CubeFinder.load(tmp_path / "cal" / "cube_finder").report == rep["cube_finder"]
 
+    # the lift success classifier from the same frames: labels from the cube's height
+    from robolearn.rewards.serving import make_reward_source
+    from robolearn.tasks.arm import LIFT_HEIGHT
+
+    h = frames["episode"]["labels"][:, 2] - CUBE_HALF
+    lifted, keep = PC.success_labels(h, LIFT_HEIGHT, 0.01)
+    assert lifted[keep].any() and not lifted[keep].all()
+    assert not (lifted & (frames["episode"]["kind"] != 1)).any()    # only a held cube is ever lifted
+    cfg.classifier_epochs = 1
+    crep = PC.train_success_classifier(frames, tmp_path / "cal" / "clf", LIFT, cfg, log=lambda s: None)
+    assert crep["positive_frames"] == int(lifted[keep].sum()) and crep["frames"] == int(keep.sum())
+    assert crep["held_out"]["frames"] == crep["held_out_frames"] > 0
+    source = make_reward_source(str(tmp_path / "cal" / "clf"))
+    assert source is not None
+    saved = PC.save_frames(frames, tmp_path / "cal" / "frames.npz")
+    with np.load(saved) as z:              # no pickles: plain arrays
+        assert z["episode_images"].shape == frames["episode"]["images"].shape
+        assert np.array_equal(z["look_labels"], frames["look"]["labels"])
+
+
+def test_success_labels_leave_out_the_unsure_band():
+    import robolearn.policies.perception_calibration as PC
+
+    lab, keep = PC.success_labels(np.array([0.0, 0.03, 0.045, 0.05, 0.055, 0.07]), 0.05, 0.01)
+    assert lab.tolist() == [False, False, False, True, True, True]
+    assert keep.tolist() == [True, True, False, False, False, True]
+
+
+def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
+    from robolearn.runtime.config import load_launch
+
+    base = open("launch/finetune_arm_lift_real.toml").read()
+    cases = ((base.replace("[finetune]", "[finetune]\ncalibrate_reward = true"), "calibrate_perception = true"),
+             (base.replace("[finetune]", "[finetune]\ncalibrate_reward = true\ncalibrate_perception = true"),
+              "remove the \\[reward\\] table"))
+    for i, (text, msg) in enumerate(cases):
+        f = tmp_path / f"l{i}.toml"
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=msg):
+            load_launch(f)
+
 
 def _untrained_localiser(out):
     import torch

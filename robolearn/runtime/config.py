@@ -94,6 +94,8 @@ class FinetuneConfig:
                                      # calibrate_arm): fits the reset's cube finder, tunes the
                                      # policy localiser (env_kwargs perception)
     perception_cycles: int = 30      # calibrate_perception: pick-carry-place cycles (~10 s of robot time each)
+    calibrate_reward: bool = False   # ArmLift, with calibrate_perception: the [reward] is a success
+                                     # classifier trained on those frames (cube height from the arm)
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -168,6 +170,14 @@ class LaunchConfig:
             if not isinstance(ft.calibrate_perception, bool):
                 raise ConfigError(f"finetune.calibrate_perception={ft.calibrate_perception!r}: true or false")
             _int_at_least(ft, "perception_cycles", 2, "finetune.")
+            if not isinstance(ft.calibrate_reward, bool):
+                raise ConfigError(f"finetune.calibrate_reward={ft.calibrate_reward!r}: true or false")
+            if ft.calibrate_reward and not (ft.calibrate_perception and "ArmLift" in self.env):
+                raise ConfigError("finetune.calibrate_reward trains the lift success classifier on the camera "
+                                  "calibration's frames: it needs env ArmLift and calibrate_perception = true")
+            if ft.calibrate_reward and self.reward:
+                raise ConfigError("finetune.calibrate_reward makes the [reward] model; remove the [reward] "
+                                  "table, or set calibrate_reward = false to use it")
             if ft.calibrate_perception and not any(t in self.env for t in ("ArmLift", "ArmPush")):
                 raise ConfigError("finetune.calibrate_perception is for the cube tasks (ArmLift, ArmPush): "
                                   f"the arm moves the cube to calibrate the camera; {self.env} has none")

@@ -429,8 +429,9 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     import gymnasium as gym
 
     from robolearn.env import register_all
-    from robolearn.policies.perception_calibration import (PerceptionCalibrationConfig,
-                                                          calibrate_localisers, collect_robot_frames)
+    from robolearn.policies.perception_calibration import (PerceptionCalibrationConfig, calibrate_localisers,
+                                                          collect_robot_frames, save_frames,
+                                                          train_success_classifier)
     from robolearn.teleop.recorder import HumanLabelsOnly
 
     kw = dict(cfg.env_kwargs)
@@ -469,7 +470,13 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     finally:
         env.close()
     out = Path(run_dir) / "perception_calibration"
+    out.mkdir(parents=True, exist_ok=True)
+    save_frames(frames, out / "frames.npz")
     report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
+    if cfg.finetune.calibrate_reward:
+        report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
+                                                                pc, camera=cam_name, log=log)
+        cfg.reward = {"model": str(out / "success_classifier"), "where": "env"}
     if perception:
         cfg.env_kwargs["perception"] = str(out / "perception")
     cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
