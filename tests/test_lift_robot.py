@@ -391,10 +391,14 @@ def test_success_labels_leave_out_the_unsure_band():
 def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
     from robolearn.runtime.config import load_launch
 
-    base = open("launch/finetune_arm_lift_real.toml").read()
-    cases = ((base.replace("[finetune]", "[finetune]\ncalibrate_reward = true"), "calibrate_perception = true"),
-             (base.replace("[finetune]", "[finetune]\ncalibrate_reward = true\ncalibrate_perception = true"),
-              "remove the \\[reward\\] table"))
+    path = "launch/finetune_arm_lift_real.toml"
+    ft = load_launch(path).finetune
+    assert ft.calibrate_arm and ft.calibrate_perception and ft.calibrate_reward
+    base = open(path).read()
+    off = "calibrate_perception = false"
+    cases = ((base.replace("calibrate_perception = true", off), "calibrate_perception = true"),
+             (base + '\n[reward]\nmodel = "models/clf"\n', "remove the \\[reward\\] table"),
+             (base.replace("ArmLift", "ArmPush"), "needs env ArmLift"))
     for i, (text, msg) in enumerate(cases):
         f = tmp_path / f"l{i}.toml"
         f.write_text(text)
