@@ -99,6 +99,38 @@ def test_operator_prompt_answers_a_failed_reset_with_the_hand_and_is_counted(rob
         gym.make(LIFT, backend="real", port=robot.port, reward_source=NoReward(), reset_prompt="operator")
 
 
+def test_a_retried_reset_gets_the_arm_back_after_the_hold(robot):
+    """The supervisor holds a servo arm (torque off) after a failed try; the next try (an
+    automatic one, or after the operator's retry) must find the torque on again."""
+    env = gym.make(LIFT, backend="real", port=robot.port, timeout=0.1, control_hz=20,
+                   reward_source=NoReward(), reset_prompt=f"operator:{robot.hand_url}",
+                   reset_on_failure="prompt")
+    try:
+        ctrl = _FailsOnceThenMoves()
+        _, info = env.reset(options={"reset_controller": ctrl})
+        rep = info["reset"]
+        assert rep["ok"] and rep["failures"] == 1 and rep["human_prompts"] == 0, rep
+        assert ctrl.moved and env.unwrapped.task.arm.torque_on
+    finally:
+        env.close()
+
+
+class _FailsOnceThenMoves:
+    kind = "scripted"
+
+    def __init__(self):
+        self.tries, self.moved = 0, False
+
+    def run(self, task, rng):
+        self.tries += 1
+        st = task.arm.read()
+        task.arm.command(st.q, st.gripper)
+        yield task.arm.advance(0.05) or 0.05
+        if self.tries == 1:
+            raise ResetError("the grasp slipped")
+        self.moved = True
+
+
 class _AlwaysFails:
     kind = "scripted"
 
