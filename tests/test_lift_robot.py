@@ -305,6 +305,23 @@ def test_cube_finder_fits_a_homography_that_finds_the_cube_anywhere_in_reach(fin
         env.close()
 
 
+def test_cube_finder_ignores_red_off_the_table(finder):
+    """A bigger red blob where no reachable cube could be (JPEG fringes of the orange arm did
+    this on the emulated hard camera) must not be taken for the cube."""
+    from robolearn.policies.cube_finder import render_look_frames
+
+    _, f = finder
+    env = gym.make(LIFT, obs="both", camera="front")
+    try:
+        x, xy = render_look_frames(env, 3, np.random.default_rng(9))
+    finally:
+        env.close()
+    for img, true_xy in zip(x, xy):
+        img = img.copy()
+        img[2:8, 38:44] = (200, 20, 20)             # 36 px of red in the sky above the table
+        assert np.linalg.norm(f.estimate(img) - true_xy) < 0.01
+
+
 def test_cube_finder_refusals(finder, tmp_path):
     from robolearn.policies.cube_finder import CubeFinder, CubeNotSeenError
 
