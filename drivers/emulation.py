@@ -36,16 +36,23 @@ def model_cameras(model) -> tuple[str, ...]:
 
 
 class CameraStreamer:
-    """Render `names` of (model, data) at cfg.fps / cfg.size and publish them on `server`."""
+    """Render `names` of (model, data) at cfg.fps / cfg.size and publish them on `server`.
+    Also serves /truth.json and, for a model with a cube, the operator's hand
+    (POST /hand/place_cube, drivers/emulated_hand.py)."""
 
     def __init__(self, model, data, lock: threading.Lock, cfg: CameraReality, names=None,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, seed: int = 0):
+        from robolearn.drivers.emulated_hand import HAND_ROUTE, EmulatedHand
+
         self.model, self.data, self.lock, self.cfg = model, data, lock, cfg
         self.names = tuple(names) if names is not None else model_cameras(model)
         if not self.names:
             raise ConfigError("the emulated robot's model has no named camera to stream")
+        has_cube = any(model.joint(i).name == "cube" for i in range(model.njnt))
+        self.hand = EmulatedHand(model, data, lock, seed=seed) if has_cube else None
         self.server = MjpegServer(self.names, host=host, port=port, quality=cfg.quality,
-                                  json_routes={TRUTH_ROUTE: self.truth})
+                                  json_routes={TRUTH_ROUTE: self.truth},
+                                  post_routes={HAND_ROUTE: self.hand.place_cube} if self.hand else None)
         self.frames = 0
         self.error: Exception | None = None
         self._stop = threading.Event()
@@ -60,6 +67,13 @@ class CameraStreamer:
     def truth_url(self) -> str:
         return f"http://{self.server.host}:{self.server.port}{TRUTH_ROUTE}"
 
+    @property
+    def hand_url(self) -> str | None:
+        """POST here to have the operator's hand put the cube back (None: no cube)."""
+        from robolearn.drivers.emulated_hand import HAND_ROUTE
+
+        return f"http://{self.server.host}:{self.server.port}{HAND_ROUTE}" if self.hand else None
+
     def truth(self) -> dict:
         """The plant's true poses (every named body and site), as a motion-capture system in a
         lab would give them: for session reports only, never for a learner or a policy."""
@@ -70,7 +84,10 @@ class CameraStreamer:
             sites = {m.site(i).name: list(map(float, d.site_xpos[i]))
                      for i in range(m.nsite) if m.site(i).name}
             t = float(d.time)
-        return {"time": t, "bodies": bodies, "sites": sites}
+        out = {"time": t, "bodies": bodies, "sites": sites}
+        if self.hand is not None:  # every move of the operator's hand is on the record
+            out["hand_moves"] = self.hand.moves
+        return out
 
     def _run(self):
         import mujoco
@@ -163,6 +180,7 @@ class EmulatedRobot:
     port: str
     camera_urls: dict = field(default_factory=dict)
     truth_url: str | None = None      # the plant's true poses (reports only; see CameraStreamer.truth)
+    hand_url: str | None = None       # the operator's hand (emulated human prompts only)
     reality: Reality | None = None
     emulator: object = None           # in-process: the ArmEmulator / CarEmulator
     streamer: CameraStreamer | None = None
@@ -211,7 +229,7 @@ def start_emulator(kind: str, reality=None, cameras: bool = True, seed: int = 0,
             model, data = plant_model_data(emu)
             if model is None:
                 raise ConfigError("cameras need the MuJoCo plant (plant='sim')")
-            streamer = CameraStreamer(model, data, emu.physics_lock, r.camera, port=camera_port)
+            streamer = CameraStreamer(model, data, emu.physics_lock, r.camera, port=camera_port, seed=seed)
         emu.start()
     except BaseException:
         if streamer is not None:
@@ -221,6 +239,7 @@ def start_emulator(kind: str, reality=None, cameras: bool = True, seed: int = 0,
         raise
     return EmulatedRobot(kind=kind, port=emu.path, camera_urls=streamer.urls if streamer else {},
                          truth_url=streamer.truth_url if streamer else None,
+                         hand_url=streamer.hand_url if streamer else None,
                          reality=r, emulator=emu, streamer=streamer)
 
 
@@ -254,5 +273,5 @@ def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> Emu
                           f"{(err or '').strip()[-500:]}")
     info = json.loads(lines[1])
     return EmulatedRobot(kind=kind, port=lines[0], camera_urls=info.get("cameras", {}),
-                         truth_url=info.get("truth"),
+                         truth_url=info.get("truth"), hand_url=info.get("hand"),
                          reality=load_reality(reality), process=p)

@@ -32,9 +32,11 @@ class MjpegServer:
     """Serve named MJPEG streams at http://HOST:PORT/NAME.mjpg (and a still at /NAME.jpg)."""
 
     def __init__(self, names, host: str = "127.0.0.1", port: int = 0, quality: int = 90,
-                 json_routes: dict | None = None):
+                 json_routes: dict | None = None, post_routes: dict | None = None):
         names = tuple(names)
         self.json_routes = dict(json_routes or {})  # "/truth.json" -> callable returning a dict
+        # "/hand/place_cube" -> callable(dict body) returning a dict (an emulator's actions)
+        self.post_routes = dict(post_routes or {})
         if not names:
             raise ConfigError("MjpegServer needs at least one stream name")
         if not 1 <= int(quality) <= 100:
@@ -51,6 +53,13 @@ class MjpegServer:
 
             def log_message(self, *args):      # quiet: a camera does not log every request
                 pass
+
+            def do_POST(self):
+                route = server.post_routes.get(self.path)
+                if route is None:
+                    self.send_error(404, f"no POST route {self.path}; have {sorted(server.post_routes)}")
+                    return
+                server._serve_post(self, route)
 
             def do_GET(self):
                 route = server.json_routes.get(self.path)
@@ -138,6 +147,22 @@ class MjpegServer:
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         h.wfile.write(body)
+
+    def _serve_post(self, h, route) -> None:
+        """A JSON object in, a JSON object out; a bad body is a 400, a failing action a 500."""
+        import json
+
+        try:
+            n = int(h.headers.get("Content-Length") or 0)
+            if not 0 <= n <= 65536:
+                raise ValueError(f"body of {n} bytes")
+            body = json.loads(h.rfile.read(n) or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            h.send_error(400, f"bad request: {exc}")
+            return
+        self._serve_json(h, lambda: route(body))
 
     def _serve_still(self, h, name: str) -> None:
         s = self._streams[name]

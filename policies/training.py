@@ -249,7 +249,14 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
         spec = env.unwrapped.spec or env.spec
         check_compatible(Dataset(path), spec.id if spec else None, env.observation_space,
                          env.action_space, keys)
-        return load_transitions(path, keys=keys)
+        out = load_transitions(path, keys=keys)
+        if not np.all(np.isfinite(out["reward"])):  # NaN would poison the critic through replay
+            n = int((~np.isfinite(out["reward"])).sum())
+            raise DatasetError(f"demos {path}: {n} of {len(out['reward'])} steps have no reward (NaN: "
+                               "recorded on a robot without a reward model, the human's labels are "
+                               "in success_mark); train a reward model on it (robolearn reward train) "
+                               "and use other prior data, e.g. sim:N")
+        return out
     if path.suffix != ".npz":
         raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
     return load_npz_transitions(path)

@@ -1,7 +1,8 @@
 """`robolearn emulate arm|car [--reality FILE.toml]`: emulated hardware until Ctrl-C.
 
 Prints the device path (first stdout line), then one JSON line {"cameras": {NAME: URL}, "truth":
-URL of the plant's true poses (for reports, like a lab's motion capture)} with
+URL of the plant's true poses (for reports, like a lab's motion capture), "hand": URL the
+emulated operator POSTs to when it puts the cube back by hand (drivers/emulated_hand.py)} with
 the model's cameras served as MJPEG over HTTP on 127.0.0.1. Point a driver at them exactly
 as at real hardware, e.g. `gymnasium.make("robolearn/ArmReach-v0", backend="real", port=PATH,
 camera="http://127.0.0.1:PORT/front.mjpg")`. `--reality` makes the physics differ from the
@@ -108,7 +109,8 @@ def run(args) -> int:
     streamer = None
     model, data = plant_model_data(emu)
     if not args.no_cameras and model is not None:
-        streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port)
+        streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port,
+                                  seed=args.seed)
     # Installed before the port is printed: a parent that reads the port and stops us at once
     # must get the clean Ctrl-C path, not the default SIGTERM death.
     signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
@@ -130,7 +132,8 @@ def _announce_and_serve(args, emu, streamer, reality) -> None:
     emu.start()
     print(emu.path, flush=True)
     print(json.dumps({"cameras": streamer.urls if streamer else {},
-                      "truth": streamer.truth_url if streamer else None}), flush=True)
+                      "truth": streamer.truth_url if streamer else None,
+                      "hand": streamer.hand_url if streamer else None}), flush=True)
     print(f"emulating {args.device} ({type(emu.plant).__name__}, reality: {reality.source}) on "
           f"{emu.path}; Ctrl-C to stop", file=sys.stderr, flush=True)
     if streamer:

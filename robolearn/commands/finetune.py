@@ -32,10 +32,27 @@ def add_arguments(parser) -> None:
                              "from-scratch baseline with the same networks)")
     parser.add_argument("--calibrate-arm", action=argparse.BooleanOptionalAction, default=None,
                         help="run the stop calibration on the arm first (overrides finetune.calibrate_arm)")
+    parser.add_argument("--calibrate-perception", action=argparse.BooleanOptionalAction, default=None,
+                        help="fine-tune the camera localisers on frames the arm labels, before the "
+                             "zero-shot (overrides finetune.calibrate_perception)")
     parser.add_argument("--zero-shot-only", action="store_true",
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    rec = parser.add_argument_group("recording reward-model data on the robot (no learner, no actor)")
+    rec.add_argument("--record", metavar="DIR", default=None,
+                     help="record teleoperated episodes on the session's robot (its calibration, "
+                          "cameras, perception and resets) into dataset DIR, with camera frames and "
+                          "the device's success labels (no reward model yet): the data `robolearn "
+                          "reward train DIR --kind classifier` learns from")
+    rec.add_argument("--episodes", type=int, default=40, help="--record: episodes to save (default 40)")
+    rec.add_argument("--device", default=None,
+                     help="--record: teleop device (keyboard, spacemouse, gamepad, leader; default "
+                          "operator, the emulated person, on an emulated robot, else keyboard)")
+    rec.add_argument("--operator-mode", choices=("demo", "fail", "alternate"), default="alternate",
+                     help="--device operator: successes, near misses, or both in turn (default)")
+    rec.add_argument("--record-seed", type=int, default=None,
+                     help="--record: reset seed of the first episode (default: after the dataset's last)")
 
 
 def run(args) -> int:
@@ -72,12 +89,19 @@ def run(args) -> int:
         ft.load = args.load
     if args.calibrate_arm is not None:
         ft.calibrate_arm = args.calibrate_arm
+    if args.calibrate_perception is not None:
+        ft.calibrate_perception = args.calibrate_perception
+    if args.calibrate_arm is not None or args.calibrate_perception is not None:
         cfg.validate()
+    if args.record and args.episodes < 1:
+        raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
     if args.zero_shot_only and (ft.load == "none" or not ft.zero_shot_episodes):
         raise ConfigError("--zero-shot-only evaluates the pretrained policy: it needs finetune.load "
                           "\"agent\" or \"policy\" and zero_shot_episodes > 0")
     F.resolve_agent(cfg)
     run_dir = cfg.run_dir()
+    if args.record:
+        return _record(cfg, args, run_dir)
     if (run_dir / "session_report.json").exists():
         raise ConfigError(f"{run_dir} already holds a finished session; choose another --out "
                           "(nothing was deleted)")
@@ -96,6 +120,11 @@ def run(args) -> int:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
             arm_calibration = F.calibrate_robot_arm(cfg, run_dir)
             print(f"arm calibration: {json.dumps(arm_calibration)}", flush=True)
+        perception_calibration = None
+        if ft.calibrate_perception:
+            print("calibrating the camera localisers with frames the arm labels", flush=True)
+            perception_calibration = F.calibrate_robot_perception(cfg, run_dir)
+            print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -119,6 +148,8 @@ def run(args) -> int:
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
         if arm_calibration is not None:
             report_extra["arm_calibration"] = arm_calibration
+        if perception_calibration is not None:
+            report_extra["perception_calibration"] = perception_calibration
 
         if ft.zero_shot_episodes and ft.load == "none":
             print("finetune.load = \"none\" (from scratch): no zero-shot evaluation of a pretrained policy",
@@ -130,9 +161,12 @@ def run(args) -> int:
             print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
         if args.zero_shot_only:
             report_extra["zero_shot_only"] = True
+            if emulator is not None and emulator.truth_url:
+                report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
             report = F.session_report(run_dir, hz, report_extra)
             print(f"session report: {run_dir / 'session_report.json'}", flush=True)
-            print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration")}), flush=True)
+            print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration",
+                                                         "perception_calibration")}), flush=True)
             return 0
 
         stopping = {"signal": None}
@@ -214,6 +248,8 @@ def run(args) -> int:
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
                                                if k in ("env_steps", "updates", "wall_s", "finetune",
                                                         "exit_reason", "utd")}
+        if emulator is not None and emulator.truth_url:
+            report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         report = F.session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:
@@ -226,3 +262,37 @@ def run(args) -> int:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
     return 130 if stopping["signal"] is not None else 0
+
+
+def _record(cfg, args, run_dir) -> int:
+    """`--record DIR`: the session's robot (emulator, calibration) + a teleop device -> dataset."""
+    import json
+
+    from robolearn.runtime import finetune as F
+
+    ft = cfg.finetune
+    run_dir.mkdir(parents=True, exist_ok=True)
+    emulator = None
+    try:
+        if ft.reality:
+            emulator = F.start_emulator(cfg, run_dir / "emulator.log")
+            cfg.env_kwargs.update(emulator.env_kwargs())
+            ft.truth_url = emulator.truth_url
+            print(f"emulated robot: {emulator.describe()}", flush=True)
+        if ft.calibrate_arm:
+            print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
+            print(f"arm calibration: {json.dumps(F.calibrate_robot_arm(cfg, run_dir))}", flush=True)
+        if ft.calibrate_perception:
+            print("calibrating the camera localisers with frames the arm labels", flush=True)
+            print(f"perception calibration: {json.dumps(F.calibrate_robot_perception(cfg, run_dir))}",
+                  flush=True)
+        device = args.device or ("operator" if ft.truth_url else "keyboard")
+        config = {}
+        if device == "operator":
+            config = {"truth_url": ft.truth_url, "mode": args.operator_mode, "seed": cfg.seed}
+        res = F.record_on_robot(cfg, args.record, args.episodes, device, config, seed=args.record_seed)
+    finally:
+        if emulator is not None:
+            emulator.stop()
+    print(json.dumps(res), flush=True)
+    return 0

@@ -31,7 +31,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--noise", type=float, default=0.0,
                         help="scripted device only: Gaussian action noise for more diverse demos")
     parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
-                        help="extra env kwarg (JSON value), repeatable, e.g. --env-kw image_size=[64,64]")
+                        help="extra env kwarg (JSON value), repeatable, e.g. --env-kw image_size=[64,64]; "
+                             "perception=DIR appends a localiser's estimate to state; on backend=\"real\" "
+                             "ArmLift/ArmPush are recorded with the device's labels (no reward model)")
 
 
 def run(args) -> int:
@@ -45,7 +47,13 @@ def run(args) -> int:
         raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps {args.max_steps}: must be >= 1")
-    env = open_env(args.env_id, args.obs, **parse_env_kwargs(args.env_kw))
+    from robolearn.teleop.recorder import HumanLabelsOnly, needs_human_labels
+
+    env_kwargs = parse_env_kwargs(args.env_kw)
+    labels_only = needs_human_labels(args.env_id, env_kwargs)
+    if labels_only:  # a robot with no reward model yet: the recording device's labels only
+        env_kwargs["reward_source"] = HumanLabelsOnly()
+    env = open_env(args.env_id, args.obs, **env_kwargs)
     device = None
     writer = None
     try:
@@ -67,6 +75,10 @@ def run(args) -> int:
                      f"({writer.num_episodes} already there, seeds from {seed}) at "
                      f"{'max speed' if rate == 0 else f'{rate:g} Hz'}")
         readout.line(device.help())
+        if labels_only:
+            readout.line("no reward model on this robot: mark the frames that show success with the "
+                         "device's mark (key g), end an episode with success (Enter) or failure (x); "
+                         "rewards are stored as missing (NaN) until a reward model labels them")
         res = record(env, device, writer, args.episodes, seed=seed, max_steps=args.max_steps,
                      rate_hz=rate, end_on_success=args.end_on_success, readout=readout)
         n = len(res.saved)

@@ -80,12 +80,14 @@ class ResetSupervisor:
                     self._hold()
                     tries += 1
                     if tries < self.attempts and isinstance(exc, ResetError):
+                        self._release()
                         continue          # the controller tries again from where things are
                     report.ok = False
                     if self.on_failure == "raise":
                         raise ResetError(report.message + " (the robot is held still; pass "
                                          "reset_on_failure='prompt' to be asked instead)") from exc
                     if self.on_failure == "continue":
+                        self._release()
                         break
                     if self.prompt is None:
                         raise ResetError(report.message + " (no operator prompt configured)") from exc
@@ -93,6 +95,7 @@ class ResetSupervisor:
                     answer = self.prompt.ask(report.message)
                     if answer == QUIT:
                         raise ResetAbortedError(f"operator quit at the reset prompt after: {report.message}") from exc
+                    self._release()  # the operator says the robot is clear
                     if answer == CONTINUE:
                         report.kind = "human"
                         break
@@ -122,6 +125,13 @@ class ResetSupervisor:
                                      "(hung?)")
         finally:
             gen.close()
+
+    def _release(self) -> None:
+        """Torque back on after a hold, before the robot moves again (a servo arm's safe_stop is
+        torque off; without this every later try fails with "torque is off")."""
+        enable = getattr(self.robot, "enable_torque", None)
+        if enable is not None and getattr(self.robot, "torque_on", True) is False:
+            enable()
 
     def _hold(self) -> None:
         try:

@@ -118,7 +118,16 @@ def train_classifier(dataset: str | Path, cfg: ClassifierConfig | None = None, o
                      log: Callable[[str], None] = print) -> tuple["ClassifierReward", dict]:
     """Train on a recorded dataset; choose the threshold on held-out episodes; save to `out`."""
     cfg = cfg or ClassifierConfig()
-    data = load_frames(dataset, cfg.cameras or None)
+    return fit_classifier(load_frames(dataset, cfg.cameras or None), cfg, out, log, source=str(dataset))
+
+
+def fit_classifier(data: dict, cfg: ClassifierConfig | None = None, out: str | Path | None = None,
+                   log: Callable[[str], None] = print, source: str = "") -> tuple["ClassifierReward", dict]:
+    """`train_classifier` on frames already in memory (`load_frames`' layout: frames {camera:
+    uint8 (N,H,W,3)}, labels, episode, episodes, episode_has_success, cameras, image_shape,
+    env_id), e.g. camera frames a robot labelled itself (policies/perception_calibration.py)."""
+    cfg = cfg or ClassifierConfig()
+    dataset = source
     cams, shape = data["cameras"], data["image_shape"]
     labels = data["labels"]
     if labels.all() or not labels.any():

@@ -90,6 +90,12 @@ class FinetuneConfig:
     reality: str = ""                # start an emulator with this reality file (tests, benches)
     calibrate_arm: bool = False      # stop calibration (robolearn calibrate-arm) on the robot first;
                                      # the session then uses RUN/arm_calibration.json
+    calibrate_perception: bool = False  # camera calibration with frames the arm labels (after
+                                     # calibrate_arm): fits the reset's cube finder, tunes the
+                                     # policy localiser (env_kwargs perception)
+    perception_cycles: int = 30      # calibrate_perception: pick-carry-place cycles (~10 s of robot time each)
+    calibrate_reward: bool = False   # ArmLift, with calibrate_perception: the [reward] is a success
+                                     # classifier trained on those frames (cube height from the arm)
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -161,6 +167,20 @@ class LaunchConfig:
                 _int_at_least(ft, name, 0, "finetune.")
             if not isinstance(ft.calibrate_arm, bool):
                 raise ConfigError(f"finetune.calibrate_arm={ft.calibrate_arm!r}: true or false")
+            if not isinstance(ft.calibrate_perception, bool):
+                raise ConfigError(f"finetune.calibrate_perception={ft.calibrate_perception!r}: true or false")
+            _int_at_least(ft, "perception_cycles", 2, "finetune.")
+            if not isinstance(ft.calibrate_reward, bool):
+                raise ConfigError(f"finetune.calibrate_reward={ft.calibrate_reward!r}: true or false")
+            if ft.calibrate_reward and not (ft.calibrate_perception and "ArmLift" in self.env):
+                raise ConfigError("finetune.calibrate_reward trains the lift success classifier on the camera "
+                                  "calibration's frames: it needs env ArmLift and calibrate_perception = true")
+            if ft.calibrate_reward and self.reward:
+                raise ConfigError("finetune.calibrate_reward makes the [reward] model; remove the [reward] "
+                                  "table, or set calibrate_reward = false to use it")
+            if ft.calibrate_perception and not any(t in self.env for t in ("ArmLift", "ArmPush")):
+                raise ConfigError("finetune.calibrate_perception is for the cube tasks (ArmLift, ArmPush): "
+                                  f"the arm moves the cube to calibrate the camera; {self.env} has none")
             if ft.calibrate_arm and not self.env.split("/")[-1].startswith("Arm"):
                 raise ConfigError(f"finetune.calibrate_arm is for servo arms; {self.env} is not one")
             if ft.warm_start == "rlpd" and not ft.prior_data:

@@ -195,12 +195,17 @@ def load_prior(spec: str, learner) -> dict:
 def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
     """Deterministic episodes on the robot env: the env's success and, where the backend has an
     oracle (`info["true_success"]`: a simulator or an emulator), the true success."""
+    from robolearn.resets.stats import ResetStats
+
     env = make_env()
     rets, model, truth, steps = [], [], [], []
+    resets = ResetStats()
     t0 = time.monotonic()
     try:
         for ep in range(episodes):
-            obs, _ = env.reset(seed=seed + ep)
+            obs, info = env.reset(seed=seed + ep)
+            if isinstance(info.get("reset"), dict):
+                resets.add(info["reset"])
             ret, ok, true_ok, n = 0.0, False, None, 0
             while True:
                 obs, r, term, trunc, info = env.step(act(obs))
@@ -221,7 +226,8 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
     return {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
             "success_rate": float(np.mean(model)) if model else None,
             "true_success_rate": float(np.mean(truth)) if truth else None,
-            "env_steps": int(sum(steps)), "wall_s": round(time.monotonic() - t0, 2)}
+            "env_steps": int(sum(steps)), "wall_s": round(time.monotonic() - t0, 2),
+            "resets": resets.as_dict()}
 
 
 # ------------------------------------------------------------------------------ report
@@ -261,6 +267,12 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "loop": {k: a.get("loop") for k, a in actors.items()},
         **(extra or {}),
     }
+    # every human prompt of the session: training episodes, zero-shot and final evaluations
+    evals = [report.get(k) or {} for k in ("zero_shot", "final")]
+    report["human_prompts_total"] = report["human_prompts"] + int(
+        sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
+    report["reset_time_total_s"] = round(report["reset_time_s"] + float(
+        sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
     tmp = run_dir / "session_report.json.tmp"
     tmp.write_text(json.dumps(report, indent=1))
     tmp.replace(run_dir / "session_report.json")
@@ -378,6 +390,10 @@ class EmulatedRobotSession:
 
     def env_kwargs(self) -> dict:
         kw = {"backend": "real", "port": self.robot.port}
+        if self.robot.hand_url:  # no person at an emulated robot: the emulated operator answers
+            # failed resets by putting the cube back by hand (counted as human prompts)
+            kw["reset_prompt"] = f"operator:{self.robot.hand_url}"
+            kw["reset_on_failure"] = "prompt"
         if self.kind == "arm":  # the emulator shares this machine's cores (with the learner and
             # anything else running): allow it 250 ms a reply before a retry (a real bus: ~1 ms)
             kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.25)
@@ -403,8 +419,132 @@ class EmulatedRobotSession:
         self.robot.close()
 
 
+def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
+    """Camera calibration on the robot (policies/perception_calibration.py): the arm moves the
+    cube and labels camera frames from its kinematics; the cube finder for camera resets is
+    fitted on them and the policy localiser (env_kwargs perception) fine-tuned, both saved to
+    RUN/perception_calibration/, which every robot env of the session then reads (the sim
+    twin keeps the sim-trained localiser).
+    The operator is asked (the env's reset prompt) to put the cube on the start mark."""
+    import gymnasium as gym
+
+    from robolearn.env import register_all
+    from robolearn.policies.perception_calibration import (PerceptionCalibrationConfig, calibrate_localisers,
+                                                          collect_robot_frames, save_frames,
+                                                          train_success_classifier)
+    from robolearn.teleop.recorder import HumanLabelsOnly
+
+    kw = dict(cfg.env_kwargs)
+    if kw.get("backend") != "real":
+        raise ConfigError("finetune.calibrate_perception needs the robot: set [env_kwargs] backend = "
+                          "\"real\" and port (and camera), or finetune.reality for the emulated robot")
+    perception = kw.pop("perception", None)
+    kw.pop("cube_finder", None)                  # made here
+    camera = kw.get("camera")
+    from robolearn.policies.perception import Localiser
+
+    cam_name = Localiser.load(perception).camera if perception else "front"
+    register_all()
+    env = gym.make(cfg.env, obs="both", reward_source=HumanLabelsOnly(), **kw)
+    try:
+        task = env.unwrapped.task
+        if cam_name not in task.backend.cameras:
+            raise ConfigError(f"camera calibration needs camera {cam_name!r}; the robot has "
+                              f"{sorted(task.backend.cameras)} (env_kwargs camera = {camera!r})")
+        prompt = env.unwrapped.resets.prompt
+
+        def put_cube(xy, why):
+            if hasattr(prompt, "put_cube"):
+                prompt.put_cube(xy, why)
+            elif prompt is not None:
+                prompt.ask(f"{why}: put the cube on the table at x={xy[0]:.3f} m, y={xy[1]:.3f} m "
+                           "(in front of the arm's base, x forward, y to its left)")
+            else:
+                raise ConfigError("camera calibration asks the operator to place the cube: run it in "
+                                  "a terminal (reset_on_failure = \"prompt\")")
+
+        pc = PerceptionCalibrationConfig(cycles=cfg.finetune.perception_cycles, seed=cfg.seed)
+        frames, stats = collect_robot_frames(
+            task, task.backend.cameras[cam_name], pc, put_cube,
+            progress=lambda c, n, m: log(f"camera calibration: cycle {c}/{pc.cycles}, {n} + {m} frames"))
+    finally:
+        env.close()
+    out = Path(run_dir) / "perception_calibration"
+    out.mkdir(parents=True, exist_ok=True)
+    save_frames(frames, out / "frames.npz")
+    report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
+    if cfg.finetune.calibrate_reward:
+        report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
+                                                                pc, camera=cam_name, log=log)
+        cfg.reward = {"model": str(out / "success_classifier"), "where": "env"}
+    if perception:
+        cfg.env_kwargs["perception"] = str(out / "perception")
+    cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
+    return {"out": str(out), **stats, **report}
+
+
+def hand_moves(truth_url: str) -> int | None:
+    """How often the emulated operator's hand moved the cube in this session (the emulator's
+    own count, to set beside the human prompts: the hand is never used silently)."""
+    from robolearn.drivers.truth import fetch_truth
+    from robolearn.errors import DeviceError
+
+    try:
+        return fetch_truth(truth_url).get("hand_moves")
+    except DeviceError:
+        return None
+
+
 def start_emulator(cfg, log_path: Path) -> EmulatedRobotSession:
     return EmulatedRobotSession(cfg, log_path)
+
+
+def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_config: dict,
+                    seed: int | None = None) -> dict:
+    """Record `episodes` teleoperated episodes on the session's robot into dataset `out`, with
+    the robot env exactly as the actor makes it (calibration, cameras, perception, resets) but
+    camera frames kept and the recording device's labels instead of a reward model: the data
+    a robot-trained reward classifier learns from (HIL-SERL), before there is one."""
+    from robolearn.data.dataset import DatasetWriter
+    from robolearn.policies.training import make_env
+    from robolearn.teleop import make_device
+    from robolearn.teleop.recorder import HumanLabelsOnly, record
+    from robolearn.teleop.session import Readout
+
+    import gymnasium as gym
+
+    from robolearn.resets.stats import ResetStats
+
+    class ResetLog(gym.Wrapper):  # the resets' statistics for the summary
+        stats = ResetStats()
+
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            if isinstance(info.get("reset"), dict):
+                self.stats.add(info["reset"])
+            return obs, info
+
+    kwargs = {**cfg.env_kwargs, "reward_source": HumanLabelsOnly()}
+    env = ResetLog(make_env(cfg.env, "both", None, cfg.max_episode_steps, kwargs, {}, cfg.sim_params))
+    dev = writer = None
+    try:
+        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
+                               action_space=env.action_space, obs_mode="both")
+        dev = make_device(device, env, **device_config)
+        readout = Readout()
+        readout.line(dev.help())
+        first = writer.next_seed() if seed is None else seed
+        res = record(env, dev, writer, episodes, seed=first, rate_hz=0.0, readout=readout)
+        return {"dataset": str(out), "saved": len(res.saved), "successes": res.successes,
+                "discarded": res.discarded, "steps": res.steps, "total_episodes": writer.num_episodes,
+                "resets": env.stats.as_dict()}
+    finally:
+        if dev is not None:
+            dev.close()
+        if writer is not None:
+            writer.close()
+        env.close()
 
 
 def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:

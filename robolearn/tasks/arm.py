@@ -60,6 +60,7 @@ PUSH_GOAL_LOW = np.array([0.14, -0.15])          # where push goals may lie (x, 
 PUSH_GOAL_HIGH = np.array([0.30, 0.15])
 
 TASKS = ("reach", "push", "lift")
+CUBE_TASKS = ("push", "lift")                    # success needs the cube pose: a reward source on hardware
 BACKENDS = ("sim", "real")
 ACTION_MODES = ("ee_delta", "joint")
 SIM_BACKEND_KWARGS = ("model_path", "timestep")
@@ -148,11 +149,20 @@ class ArmTask(Task):
         self.ee_cmd = self.kin.fk(self.q_cmd)
         return self._begin(rng)
 
+    #: a camera cube finder (policies/cube_finder.py) for resets that cannot ask the simulator
+    cube_finder = None
+
     def reset_controller(self):
-        """Physical reset: the cube back into its start region (push, lift), then the arm home."""
+        """Physical reset: the cube back into its start region (push, lift), then the arm home.
+        The cube's pose comes from the camera when the env has a `cube_finder` (the only way on
+        hardware), else from the simulator; without either, only the arm goes home."""
         from robolearn.resets.cube import PlaceCube
         from robolearn.resets.scripted import ArmHome
 
+        if self.needs_cube and self.cube_finder is not None:
+            from robolearn.resets.cube_camera import PlaceCubeByCamera
+
+            return PlaceCubeByCamera(self.cube_finder, tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
         if self.needs_cube and self.sim is not None:
             return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
         return ArmHome()
@@ -425,7 +435,7 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
                  camera=None, reward_source=None, render_mode: str | None = None,
                  privileged_obs: bool = False, reset_mode: str | None = None,
                  reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 **backend_kwargs) -> RobotEnv:
+                 cube_finder: str | None = None, **backend_kwargs) -> RobotEnv:
     """Build an arm `RobotEnv`.
 
     `privileged_obs=True` (sim only) adds the `privileged` observation (see module docstring).
@@ -437,6 +447,9 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
     reset_mode: "teleport" (sim default) or "physical" (hardware's only mode); reset_on_failure,
     reset_timeout, reset_prompt: see `robolearn.env.RobotEnv` and robolearn/resets.
+    cube_finder: a cube finder folder (made by the camera calibration on the robot,
+    policies/cube_finder.py): push/lift physical resets then find the cube with the camera
+    (resets/cube_camera.py), as they must on hardware; its camera must be among the env's.
     """
     from robolearn.resets.modes import resolve_reset_mode
 
@@ -470,20 +483,44 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
         if isinstance(camera, dict):
             for c in camera:
                 check_choice("camera name", c, CAMERA_NAMES)  # the names a sim-trained policy knows
-        if task in ("push", "lift") and reward_source is None:
+        if task in CUBE_TASKS and reward_source is None:
             raise ConfigError(f"task={task!r} on backend='real' needs reward_source= (a RewardSource, "
-                              "e.g. a success classifier): hardware cannot measure the cube pose")
+                              "e.g. a success classifier): hardware cannot measure the cube pose "
+                              "(`robolearn record` labels with the recording device instead)")
         if port is None:
             raise ConfigError("backend='real' needs port= (the servo bus serial port, e.g. /dev/ttyACM0)")
         from robolearn.drivers.real import make_arm_backend
 
         be = make_arm_backend(port=port, camera=camera, image_size=image_size, **backend_kwargs)
     model_path = backend_kwargs.get("model_path") if backend == "sim" else None
+
+    def make_task(b):
+        t = TASK_CLASSES[task](b, control_hz=hz, action_mode=action_mode, model_path=model_path)
+        if cube_finder:
+            _attach_cube_finder(t, cube_finder)
+        return t
+
     return env_owning_backend(
-        be, lambda b: TASK_CLASSES[task](b, control_hz=hz, action_mode=action_mode, model_path=model_path),
-        obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
-        reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
-        reset_prompt=reset_prompt)
+        be, make_task, obs=obs, render_mode=render_mode, reward_source=reward_source,
+        privileged_obs=privileged_obs, reset_mode=reset_mode, reset_on_failure=reset_on_failure,
+        reset_timeout=reset_timeout, reset_prompt=reset_prompt)
+
+
+def _attach_cube_finder(task: ArmTask, path) -> None:
+    from robolearn.policies.cube_finder import CubeFinder
+
+    if not task.needs_cube:
+        raise ConfigError(f"cube_finder is for the cube tasks (push, lift); {task.name} has no cube to reset")
+    finder = CubeFinder.load(path)
+    cam = task.backend.cameras.get(finder.camera)
+    if cam is None:
+        raise ConfigError(f"cube_finder {path} looks through camera {finder.camera!r}; this env has "
+                          f"cameras {sorted(task.backend.cameras)}: add {finder.camera!r} to camera=")
+    shape = tuple(finder.image_shape)
+    if tuple(cam.shape) != shape:
+        raise ConfigError(f"cube_finder {path} was trained on {shape} images, camera {finder.camera!r} "
+                          f"gives {tuple(cam.shape)}; set image_size = {list(shape[:2])}")
+    task.cube_finder = finder
 
 
 MAX_EPISODE_STEPS = {"reach": 50, "push": 120, "lift": 100}

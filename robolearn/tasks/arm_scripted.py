@@ -33,6 +33,11 @@ class _ArmController:
     def reset(self) -> None:
         pass
 
+    def cube(self) -> np.ndarray:
+        """Where the cube is (m): the sim's truth here; an operator who sees the table
+        (robolearn/teleop/operator.py) overrides it with what they see."""
+        return self.task.cube_pose()[0]
+
     def toward(self, goal, gripper: float, speed: float = 1.0) -> np.ndarray:
         goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
         delta = (goal - self.task.ee_cmd) / EE_STEP
@@ -65,7 +70,7 @@ class LiftController(_ArmController):
         self.count = 0
 
     def act(self, obs) -> np.ndarray:
-        cube = self.task.cube_pose()[0]
+        cube = self.cube()
         if self.phase == "above":
             goal = np.array([cube[0], cube[1], cube[2] + self.hover])
             if self.at(goal, tol=0.01):
@@ -111,7 +116,7 @@ class PushController(_ArmController):
         self.phase = "above"
 
     def act(self, obs) -> np.ndarray:
-        cube = self.task.cube_pose()[0]
+        cube = self.cube()
         goal = self.task.goal
         d = goal[:2] - cube[:2]
         dist = float(np.linalg.norm(d))

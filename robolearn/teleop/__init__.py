@@ -8,7 +8,7 @@ from __future__ import annotations
 from robolearn.errors import ConfigError
 from robolearn.teleop.base import EVENTS, Device, DeviceCommand, DeviceNotFoundError
 
-DEVICES = ("keyboard", "scripted", "gamepad", "spacemouse", "leader")
+DEVICES = ("keyboard", "scripted", "gamepad", "spacemouse", "leader", "operator")
 
 __all__ = ["DEVICES", "EVENTS", "Device", "DeviceCommand", "DeviceNotFoundError", "make_device"]
 
@@ -39,6 +39,9 @@ def make_device(name: str, env, **config) -> Device:
     if name == "leader":
         from robolearn.teleop.leader import LeaderArmConfig, LeaderArmDevice
         return LeaderArmDevice(env, _config(LeaderArmConfig, config, name))
+    if name == "operator":  # the emulated person at an emulated robot (teleop/operator.py)
+        from robolearn.teleop.operator import OperatorConfig, OperatorDevice
+        return OperatorDevice(env, _config(OperatorConfig, config, name))
     raise ConfigError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
 
 

@@ -47,6 +47,45 @@ def _wait_for_operator(device, obs, pacer, readout, n: int, episodes: int):
             time.sleep(0.01)  # unpaced recording: still no busy loop while waiting for a human
 
 
+class HumanLabelsOnly:
+    """Reward source for recording on a robot that has no reward model yet (ArmLift/ArmPush on
+    `backend="real"`, where only a camera model could judge success): no verdict at all.
+
+    Why not the device's labels as the reward: a "success now" mark would then end the
+    episode at its first marked frame (the env ends episodes on success), leaving one barely
+    lifted positive frame per episode for the classifier these recordings exist to train. So
+    the reward is MISSING (NaN: no model ran, never a made-up 0) and success stays False; the
+    human's labels are what the recorder stores anyway: `success_mark` per frame (key g, a
+    button) and the episode's outcome (Enter / x). `load_demos` refuses such episodes as RL
+    prior data until a reward model has labelled them."""
+
+    def reset(self) -> None:
+        pass
+
+    def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
+        from robolearn.rewards.base import MISSING
+
+        return MISSING, False
+
+
+def needs_human_labels(env_id: str, env_kwargs: dict) -> bool:
+    """A robot env that can only be built with a reward source, and none was given."""
+    import gymnasium as gym
+
+    from robolearn.env import register_all, resolve_env_id
+
+    if env_kwargs.get("backend") != "real" or env_kwargs.get("reward_source") is not None:
+        return False
+    register_all()
+    try:
+        task = gym.spec(resolve_env_id(env_id)).kwargs.get("task")
+    except gym.error.Error:
+        return False
+    from robolearn.tasks.arm import CUBE_TASKS
+
+    return task in CUBE_TASKS
+
+
 @dataclass
 class RecordResult:
     saved: list[int] = field(default_factory=list)      # episode indices written

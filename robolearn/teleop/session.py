@@ -27,6 +27,10 @@ def open_env(env_id: str, obs: str = "state", **kwargs) -> gym.Env:
         near = [i for i in ids if env_id.split("/")[-1].split("-")[0].lower() in i.lower()][:8]
         raise ConfigError(f"unknown env {env_id!r}; run `robolearn envs` for the list"
                           + (f" (did you mean: {', '.join(near)})" if near else ""))
+    if kwargs.get("perception"):  # a frozen localiser's estimate appended to state (perception.py)
+        from robolearn.policies.training import make_env
+
+        return make_env(env_id, obs, kwargs.pop("render_mode", None), None, kwargs)
     return gym.make(env_id, obs=obs, **kwargs)
 
 
@@ -143,6 +147,12 @@ def add_device_arguments(parser, default: str = "keyboard") -> None:
                         help="--device gamepad: which input device (default: the first with sticks)")
     parser.add_argument("--speed", type=float, default=None,
                         help="--device keyboard: |action| of a held key in (0, 1] (default 0.5)")
+    parser.add_argument("--truth-url", default=None, metavar="URL",
+                        help="--device operator (the emulated person at an emulated robot): the "
+                             "emulator's /truth.json, printed by `robolearn emulate`")
+    parser.add_argument("--operator-mode", choices=("demo", "fail", "alternate"), default=None,
+                        help="--device operator: lift the cube (demo), near misses (fail), or both in "
+                             "turn (alternate); default demo")
 
 
 def device_config(args) -> dict:
@@ -150,6 +160,11 @@ def device_config(args) -> dict:
     d = args.device
     if d == "leader":
         return {"port": args.leader_port, "calibration": args.leader_calibration}
+    if d == "operator":
+        cfg = {"truth_url": getattr(args, "truth_url", None) or ""}
+        if getattr(args, "operator_mode", None):
+            cfg["mode"] = args.operator_mode
+        return cfg
     if d == "gamepad" and args.gamepad:
         return {"path": args.gamepad}
     if d == "keyboard" and args.speed is not None:

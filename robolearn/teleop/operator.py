@@ -1,0 +1,237 @@
+"""The emulated operator: the person at an emulated robot's table, for sessions without a human.
+
+Why: HIL-SERL-style work on a robot needs a person three times: to teleoperate demonstrations
+and failures while marking the frames that show success (the reward classifier's data), and
+to put the object back when a reset fails. On the emulated robot that person is emulated
+here, with the senses and hands a person has and nothing more:
+
+- **eyes**: the emulator's /truth.json (drivers/truth.py), as a person at the table sees the
+  cube and the gripper; used to drive and to mark success, as a person's judgement would be.
+  Nothing a learner or a policy reads comes from it: the device's marks become labels of
+  recorded frames (`success_mark`), exactly as a keyboard's `g` key does;
+- **hands on a teleop device**: `OperatorDevice` (`--device operator`) drives the task's
+  scripted lift through the env's action interface (like a SpaceMouse), in `demo` mode (lift
+  the cube) or `fail` mode (a near miss: lifted too low, grasped beside the cube, hovering
+  without closing), and emits `mark` while the true cube is lifted;
+- **a hand on the table**: `OperatorPrompt` answers the reset supervisor's prompt
+  (robolearn/resets/prompt.py) by putting the cube back in the start region through the
+  emulator's explicit endpoint (drivers/emulated_hand.py), then asks for the reset to be
+  retried. Every answer is a human prompt in the statistics.
+
+On a physical arm the same roles are the keyboard/SpaceMouse/leader devices (docs/finetune.md).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from dataclasses import dataclass
+
+import numpy as np
+
+from robolearn.errors import ConfigError, DeviceError
+from robolearn.teleop.base import DeviceCommand, action_dim, clip_action
+
+log = logging.getLogger(__name__)
+
+MODES = ("demo", "fail", "alternate")
+FAIL_STYLES = ("low", "beside", "hover")
+
+
+def hand_place_cube(url: str, xy=None, timeout: float = 5.0) -> dict:
+    """POST to the emulator's hand: the cube back to `xy` (m) or a random start-region point."""
+    body = json.dumps({} if xy is None else {"xy": [float(xy[0]), float(xy[1])]}).encode()
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError) as exc:
+        raise DeviceError(f"the emulated operator's hand at {url} did not answer: {exc}") from None
+
+
+class OperatorPrompt:
+    """A reset prompt answered by the emulated operator's hand (see module docstring).
+
+    Answers RETRY after putting the cube back (the reset controller then brings the arm
+    home); after `max_retries` prompts within `window_s` it answers CONTINUE instead (the
+    cube is in place, the episode starts where the arm is), so a broken controller cannot
+    keep the operator in a loop."""
+
+    def __init__(self, hand_url: str, max_retries: int = 2, window_s: float = 300.0, settle_s: float = 0.5):
+        if not hand_url:
+            raise ConfigError("the emulated operator needs the emulator's hand URL "
+                              "(`robolearn emulate` prints it as \"hand\")")
+        self.hand_url = hand_url
+        self.max_retries = int(max_retries)
+        self.window_s = float(window_s)
+        self.settle_s = float(settle_s)
+        self.asked = 0
+        self.placed = 0
+        self._recent: list[float] = []
+
+    def put_cube(self, xy, message: str = "") -> None:
+        """The operator puts the cube at `xy` (m) when asked to (a prompt; counted)."""
+        self.asked += 1
+        placed = hand_place_cube(self.hand_url, xy=xy)
+        self.placed += 1
+        time.sleep(self.settle_s)
+        log.warning("[prompt] %s\n[prompt] emulated operator: put the cube by hand at (%.3f, %.3f) m",
+                    message, placed["cube"][0], placed["cube"][1])
+
+    def ask(self, message: str) -> str:
+        from robolearn.resets.prompt import CONTINUE, RETRY
+
+        self.asked += 1
+        now = time.monotonic()
+        self._recent = [t for t in self._recent if now - t < self.window_s] + [now]
+        placed = hand_place_cube(self.hand_url)
+        self.placed += 1
+        time.sleep(self.settle_s)           # the cube settles; the camera sends fresh frames
+        answer = RETRY if len(self._recent) <= self.max_retries else CONTINUE
+        if answer == CONTINUE:
+            self._recent.clear()
+        log.warning("[reset] %s\n[reset] emulated operator: put the cube back by hand at (%.3f, %.3f) m; "
+                    "answer: %s", message, placed["cube"][0], placed["cube"][1], answer)
+        return answer
+
+
+@dataclass
+class OperatorConfig:
+    truth_url: str = ""         # the emulator's /truth.json: what the person at the table sees
+    mode: str = "demo"          # demo | fail | alternate (demo, fail, demo, ... per episode)
+    seed: int = 0
+    success_frames: int = 8     # demo: frames marked "lifted" before the operator says success
+    fail_hold: int = 10         # fail: frames held at the end of the near miss before "failure"
+
+
+class OperatorDevice:
+    """Teleop device of the emulated operator: drives ArmLift like a person with a SpaceMouse
+    who sees the table (module docstring). `mark` = "the cube is lifted now" (truth)."""
+
+    name = "operator"
+    wait_for_operator = False
+
+    def __init__(self, env, config: OperatorConfig | None = None):
+        from robolearn.tasks.arm_scripted import LiftController
+
+        self.config = cfg = config or OperatorConfig()
+        if cfg.mode not in MODES:
+            raise ConfigError(f"operator mode={cfg.mode!r}: choose one of {', '.join(MODES)}")
+        if not cfg.truth_url:
+            raise ConfigError("the operator device needs truth_url: the emulator's /truth.json "
+                              "(`robolearn emulate` prints it); a person at a physical arm uses "
+                              "--device keyboard / spacemouse / leader instead")
+        task = getattr(env.unwrapped, "task", None)
+        if getattr(task, "name", None) != "lift":
+            raise ConfigError("the emulated operator drives robolearn/ArmLift-v0 (lift) only")
+        self.env, self.task = env, task
+        self.dim = action_dim(env)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.episodes = 0
+        self._ctrl = LiftController(task, env)
+        self.style = "demo"
+
+    # what the person sees
+    def _truth(self) -> dict:
+        from robolearn.drivers.truth import fetch_truth
+
+        return fetch_truth(self.config.truth_url)
+
+    def reset(self) -> None:
+        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+
+        mode = self.config.mode
+        if mode == "alternate":
+            mode = "demo" if self.episodes % 2 == 0 else "fail"
+        self.episodes += 1
+        self.style = "demo" if mode == "demo" else str(self.rng.choice(FAIL_STYLES))
+        self.offset = np.zeros(2)
+        self.closes = True
+        self.lift_z = CUBE_HALF + LIFT_HEIGHT + 0.05     # the scripted lift's height
+        if self.style == "low":                           # grasped, lifted 1.5-3.5 cm only
+            self.lift_z = 0.02 + self.rng.uniform(0.015, 0.035)
+        elif self.style == "beside":                      # closes on air next to the cube, lifts
+            ang = self.rng.uniform(-np.pi, np.pi)
+            self.offset = self.rng.uniform(0.035, 0.05) * np.array([np.cos(ang), np.sin(ang)])
+        elif self.style == "hover":                       # comes down, never closes, goes up
+            self.closes = False
+        self.phase, self.count, self.target = "above", 0, None
+        self.marks, self.held = 0, 0
+
+    def read(self, obs=None) -> DeviceCommand:
+        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+        from robolearn.tasks.arm_scripted import CLOSED, OPEN
+
+        truth = self._truth()
+        cube = np.asarray(truth["bodies"]["cube"][:3])
+        ee = np.asarray(truth["sites"]["ee"])
+        c = self._ctrl
+        events = set()
+        if cube[2] - CUBE_HALF >= LIFT_HEIGHT:      # what a person sees: the cube is up now
+            events.add("mark")
+            self.marks += 1
+        if self.marks > self.config.success_frames or (self.marks and self.held > self.config.fail_hold):
+            events.add("success")                     # ends the episode, labelled a success
+        elif self.held > self.config.fail_hold:
+            events.add("failure")                     # the near miss is over
+        grip = CLOSED if self.closes else OPEN
+        if self.target is None:
+            self.target = cube[:2] + self.offset
+        xy = self.target
+        if self.phase == "above":
+            goal = np.array([xy[0], xy[1], cube[2] + c.hover])
+            if self._arrived(goal, ee, 0.012):
+                self.phase = "descend"
+            a = c.toward(goal, OPEN)
+        elif self.phase == "descend":
+            goal = np.array([xy[0], xy[1], c.grasp_z])
+            if self._arrived(goal, ee, 0.008):
+                self.phase, self.count = "close", 0
+            a = c.toward(goal, OPEN, speed=0.6)
+        elif self.phase == "close":
+            self.count += 1
+            if self.count >= c.close_steps:
+                self.phase = "lift"
+            a = c.toward(self.task.ee_cmd, grip)
+        else:
+            goal = np.array([self.task.ee_cmd[0], self.task.ee_cmd[1], self.lift_z])
+            if (self.style == "demo" and ee[2] - cube[2] > 0.04 and cube[2] - CUBE_HALF < 0.01):
+                self.phase, self.target = "above", None   # the grasp slipped: a person tries again
+                a = c.toward(self.task.ee_cmd + np.array([0, 0, 0.02]), OPEN)
+            else:
+                a = c.toward(goal, grip, speed=0.6)
+                if self._arrived(goal, ee, 0.02):
+                    self.held += 1
+        return DeviceCommand(clip_action(a, self.dim), True, events)
+
+    def _arrived(self, goal, ee_true, tol: float) -> bool:
+        """The commanded target is there and the person sees the gripper there."""
+        from robolearn.tasks.arm import WORKSPACE_HIGH, WORKSPACE_LOW
+
+        goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
+        return (float(np.abs(self.task.ee_cmd - goal).max()) < 1e-6
+                and float(np.linalg.norm(ee_true - goal)) < tol)
+
+    def help(self) -> str:
+        return (f"operator (emulated person, sees {self.config.truth_url}): {self.config.mode} episodes; "
+                "marks frames where the cube is truly lifted (Ctrl-C stops)")
+
+    def close(self) -> None:
+        pass
+
+
+def make_prompt(spec):
+    """A reset prompt from a launch-file string: "terminal" (the operator at this terminal,
+    robolearn/resets/prompt.py) or "operator:HAND_URL" (the emulated operator)."""
+    if not isinstance(spec, str):
+        return spec
+    if spec == "terminal":
+        from robolearn.resets.prompt import HumanPrompt
+
+        return HumanPrompt()
+    if spec.startswith("operator:"):
+        return OperatorPrompt(spec.partition(":")[2])
+    raise ConfigError(f"reset_prompt={spec!r}: give \"terminal\" or \"operator:URL\" (the emulated "
+                      "operator's hand, printed by `robolearn emulate`)")
