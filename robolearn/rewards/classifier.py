@@ -125,7 +125,7 @@ def fit_classifier(data: dict, cfg: ClassifierConfig | None = None, out: str | P
                    log: Callable[[str], None] = print, source: str = "") -> tuple["ClassifierReward", dict]:
     """`train_classifier` on frames already in memory (`load_frames`' layout: frames {camera:
     uint8 (N,H,W,3)}, labels, episode, episodes, episode_has_success, cameras, image_shape,
-    env_id), e.g. camera frames a robot labelled itself (policies/perception_calibration.py)."""
+    env_id, optional episode_source), e.g. camera frames a robot labelled itself (policies/perception_calibration.py)."""
     cfg = cfg or ClassifierConfig()
     dataset = source
     cams, shape = data["cameras"], data["image_shape"]
@@ -137,7 +137,7 @@ def fit_classifier(data: dict, cfg: ClassifierConfig | None = None, out: str | P
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
     train_eps, val_eps = split_episodes(data["episodes"], data["episode_has_success"], cfg.val_fraction, rng,
-                                        data["episode_source"])
+                                        data.get("episode_source"))
     tr = np.isin(data["episode"], list(train_eps))
     va = np.isin(data["episode"], list(val_eps))
     model = SuccessClassifier(shape, cams, **_arch(cfg))
