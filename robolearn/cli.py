@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from robolearn.errors import RobolearnError
 
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     verb_parser = argparse.ArgumentParser(prog=f"robolearn {verb}", description=getattr(module, "HELP", help_text))
     module.add_arguments(verb_parser)
     args = verb_parser.parse_args(argv[1:])
+    _ctrl_c_interrupts()
     try:
         return int(module.run(args) or 0)
     except RobolearnError as exc:
@@ -73,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"robolearn {verb}: interrupted", file=sys.stderr)
         return 130
+
+
+def _ctrl_c_interrupts() -> None:
+    """SIGINT raises KeyboardInterrupt in every verb, even when the parent started us with
+    SIGINT ignored (a non-interactive shell's `cmd &`, nohup, some supervisors): Python keeps
+    an inherited SIG_IGN, and `kill -INT` would then be silently ignored by `record` & co. Verbs
+    that stop on a flag install their own handler over this one."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,10 @@ def test_ctrl_c_mid_episode_discards_it_cleanly(tmp_path):
     cmd = [sys.executable, "-m", "robolearn.cli", "record", "robolearn/ArmReach-v0", "--device", "scripted",
            "--episodes", "20", "--out", str(out), "--obs", "both", "--rate", "2",
            "--env-kw", 'camera="front"', "--env-kw", "image_size=[48,48]"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # started with SIGINT ignored, as a non-interactive shell's `cmd &` does: Ctrl-C (kill -INT)
+    # must still stop it (robolearn.cli restores the handler; Python alone keeps SIG_IGN)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         tmp1 = out / ".tmp-000001"
         assert _wait_for(lambda: (out / "episode_000000").is_dir() and (tmp1 / "front.mp4").exists(), 120, proc)
