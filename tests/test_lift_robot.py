@@ -455,6 +455,24 @@ def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
             load_launch(f)
 
 
+def test_children_read_the_calibrated_session_as_a_valid_launch_file(tmp_path):
+    """After calibrate_reward has put its model into [reward], the file the learner and actor
+    are started with must load (it did not: the children refused the [reward] that
+    calibrate_reward had made, and the shipped lift session stopped after its zero-shot)."""
+    from robolearn.commands.finetune import children_config
+    from robolearn.configs import dump_toml
+    from robolearn.runtime.config import load_launch
+
+    cfg = load_launch("launch/finetune_arm_lift_real.toml")
+    cfg.reward = {"model": str(tmp_path / "perception_calibration" / "success_classifier")}
+    f = tmp_path / "finetune_launch.toml"
+    f.write_text(dump_toml(children_config(cfg)))
+    child = load_launch(f)
+    assert child.reward["model"].endswith("success_classifier")
+    assert not (child.finetune.calibrate_arm or child.finetune.calibrate_perception
+                or child.finetune.calibrate_reward)
+
+
 def _untrained_localiser(out):
     import torch
     from robolearn.policies.perception import Localiser, LocaliserNet

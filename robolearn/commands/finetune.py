@@ -55,6 +55,18 @@ def add_arguments(parser) -> None:
                      help="--record: reset seed of the first episode (default: after the dataset's last)")
 
 
+def children_config(cfg) -> dict:
+    """The launch file the session's learner and actor read: the calibrations are done, and
+    their results are already in it (`[env_kwargs]` calibration/perception/cube_finder, the
+    `[reward]` model), so they are marked off; left on, the children would refuse the
+    calibrated `[reward]` (calibrate_reward makes it) or look as if they had to calibrate."""
+    from robolearn.runtime.config import to_dict
+
+    d = to_dict(cfg)
+    d["finetune"].update(calibrate_arm=False, calibrate_perception=False, calibrate_reward=False)
+    return d
+
+
 def run(args) -> int:
     import json
     import os
@@ -69,7 +81,7 @@ def run(args) -> int:
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F
     from robolearn.runtime.children import die_with_parent
-    from robolearn.runtime.config import load_launch, to_dict
+    from robolearn.runtime.config import load_launch
     from robolearn.runtime.transport import endpoint, free_port
 
     cfg = load_launch(args.launch)
@@ -140,7 +152,7 @@ def run(args) -> int:
         while lc.weights_port == lc.port:
             lc.weights_port = free_port(lc.host)
         resolved = run_dir / "finetune_launch.toml"
-        resolved.write_text(dump_toml(to_dict(cfg)))
+        resolved.write_text(dump_toml(children_config(cfg)))
         hz = F.control_hz(cfg)
         report_extra = {"launch": str(args.launch), "warm_start": ft.warm_start, "load": ft.load,
                         "checkpoint": ft.checkpoint, "reality": ft.reality or None,
