@@ -354,3 +354,19 @@ def test_bench_car_slow_lap_and_lap_timing(tmp_path):
     assert pp["best_lap_s"] < demo["lap_time_s"]
     stopped = eval_laps(lambda env: (lambda obs: np.zeros(2, np.float32), None), 1, seed=0)
     assert stopped["laps"] == 0 and stopped["best_lap_s"] is None
+
+
+def test_bench_learned_runs_trainings_in_parallel_workers_with_the_same_rows(tmp_path):
+    """`bench resets --only learned --jobs 2` trains in worker processes; rows come back per arm
+    in seed order, each from its own run folder."""
+    from robolearn.bench.resets import learned_vs_teleport
+    from robolearn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--jobs"):
+        learned_vs_teleport(250, [0], str(tmp_path), jobs=0)
+    r = learned_vs_teleport(250, [1, 0], str(tmp_path), eval_episodes=1, arms=("env",), jobs=2)
+    assert [row["seed"] for row in r["runs"]["env"]] == [1, 0]
+    for seed in (0, 1):
+        assert (tmp_path / f"env-s{seed}" / "summary.json").exists()
+    assert all(row["evals"] and row["evals"][-1]["step"] == 250 for row in r["runs"]["env"])
+    assert r["ratio_vs_teleport"] == {}

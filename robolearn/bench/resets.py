@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="learned: teleport-reset evaluation episodes per evaluation; car-learned: 60 s "
                         "evaluation episodes of lap timing at the end (default 20 / 5 for car-learned)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="learned: trainings run at once, one core each (2 on a 2-core machine halves the wall time)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     return p
@@ -148,30 +150,61 @@ ARMS = {"env": ("env", {}), "learned": ("learned", {}),
         "scripted": ("env", {"reset_mode": "physical", "reset_on_failure": "continue"})}
 
 
-def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: int = 20,
-                        arms: tuple = ("env", "learned")) -> dict:
-    """Same learner, same env-step budget: teleport resets vs reset-free forward/backward
-    (physical mode). Success is measured on teleport-reset evaluation episodes (the truth)."""
+def _train_row(arm: str, seed: int, steps: int, out: str, eval_episodes: int) -> dict:
+    """One training of `learned_vs_teleport` (a top-level function: `--jobs` runs it in a worker
+    process), with its evaluation curve."""
     from robolearn.policies.training import TrainConfig, train
 
+    resets, env_kwargs = ARMS[arm]
+    learner = {**LEARNER, "env_kwargs": {**LEARNER["env_kwargs"], **env_kwargs}}
+    cfg = TrainConfig(env="robolearn/ArmPush-v0", steps=steps, seed=seed, resets=resets,
+                      out=f"{out}/{arm}-s{seed}", eval_every=max(steps // 5, 1),
+                      eval_episodes=eval_episodes,
+                      checkpoint_every=0, video=False, progress=False, **learner)
+    s = train(cfg)
+    row = {k: s.get(k) for k in (
+        "seed", "eval_success_rate", "eval_return", "wall_s", "updates", "forward_env_steps",
+        "backward_env_steps", "backward_updates", "backward_demo_episodes", "backward_reached_start",
+        "classifier_threshold", "classifier_agreement_with_ground_truth", "fallback_resets", "resets")}
+    row["evals"] = _evals(cfg.out)
+    # the last three evaluations (the final one alone swings by +-0.2 on 20 episodes)
+    row["late_success"] = float(np.mean([e["success_rate"] for e in row["evals"][-3:]]))
+    return row
+
+
+def _train_row_single_thread(*args) -> dict:
+    import torch
+
+    torch.set_num_threads(1)   # one core per worker: `--jobs 2` on 2 cores does not oversubscribe
+    return _train_row(*args)
+
+
+def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: int = 20,
+                        arms: tuple = ("env", "learned"), jobs: int = 1) -> dict:
+    """Same learner, same env-step budget: teleport resets vs reset-free forward/backward
+    (physical mode). Success is measured on teleport-reset evaluation episodes (the truth).
+    `jobs` > 1 runs that many trainings at once in worker processes (one torch thread each):
+    the runs are independent, so on 2 cores `jobs=2` halves the wall time."""
+    if jobs < 1:
+        from robolearn.errors import ConfigError
+
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    todo = [(arm, seed) for arm in arms for seed in seeds]
+    if jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # longest first (the reset-free runs update two agents), so the pool ends together
+        order = sorted(todo, key=lambda t: t[0] != "learned")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = {t: pool.submit(_train_row_single_thread, t[0], t[1], steps, out, eval_episodes)
+                       for t in order}
+            done = {t: f.result() for t, f in futures.items()}
+    else:
+        done = {t: _train_row(t[0], t[1], steps, out, eval_episodes) for t in todo}
     rows = {}
-    for arm in arms:
-        resets, env_kwargs = ARMS[arm]
-        for seed in seeds:
-            learner = {**LEARNER, "env_kwargs": {**LEARNER["env_kwargs"], **env_kwargs}}
-            cfg = TrainConfig(env="robolearn/ArmPush-v0", steps=steps, seed=seed, resets=resets,
-                              out=f"{out}/{arm}-s{seed}", eval_every=max(steps // 5, 1),
-                              eval_episodes=eval_episodes,
-                              checkpoint_every=0, video=False, progress=False, **learner)
-            s = train(cfg)
-            row = {k: s.get(k) for k in (
-                "seed", "eval_success_rate", "eval_return", "wall_s", "updates", "forward_env_steps",
-                "backward_env_steps", "backward_updates", "backward_demo_episodes", "backward_reached_start",
-                "classifier_threshold", "classifier_agreement_with_ground_truth", "resets")}
-            row["evals"] = _evals(cfg.out)
-            # the last three evaluations (the final one alone swings by +-0.2 on 20 episodes)
-            row["late_success"] = float(np.mean([e["success_rate"] for e in row["evals"][-3:]]))
-            rows.setdefault(arm, []).append(row)
+    for arm, seed in todo:
+        rows.setdefault(arm, []).append(done[(arm, seed)])
     mean = {k: float(np.mean([r["eval_success_rate"] for r in v])) for k, v in rows.items()}
     late = {k: float(np.mean([r["late_success"] for r in v])) for k, v in rows.items()}
 
@@ -334,7 +367,7 @@ def main(argv=None) -> int:
               f"mean {P['mean_lap_s']} s, {P['collisions']} collisions)")
     if args.only == "learned":
         r = learned_vs_teleport(args.steps, args.seeds, args.out, eval_episodes=args.eval_episodes or 20,
-                                arms=tuple(args.arms))
+                                arms=tuple(args.arms), jobs=args.jobs)
         out["learned"] = r
         for k, v in r["runs"].items():
             print(f"ArmPush {LEARNER['algo']} resets={k}: eval success "
