@@ -99,10 +99,10 @@ class RobotEnv(gym.Env):
         from robolearn.resets.supervisor import ResetSupervisor
 
         self.reset_mode = resolve_reset_mode(reset_mode, self.backend.kind)
-        if isinstance(prompt, str):  # from a launch file: "terminal" or "operator:URL"
+        if isinstance(prompt, str):  # from a launch file: "terminal", "operator:URL" or "operator:sim"
             from robolearn.teleop.operator import make_prompt
 
-            prompt = make_prompt(prompt)
+            prompt = make_prompt(prompt, sim=self.backend.privileged)
         if on_failure is None:  # an operator can only be asked where there is a terminal
             on_failure = "prompt" if (prompt is not None or sys.stdin.isatty()) else "raise"
         check_on_failure(on_failure)

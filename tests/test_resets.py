@@ -1,5 +1,6 @@
 """Physical resets: no teleports, scripted cube/car resets, supervisor failures, prompt, stats."""
 import os
+import sys
 import time
 
 import gymnasium as gym
@@ -370,3 +371,68 @@ def test_bench_learned_runs_trainings_in_parallel_workers_with_the_same_rows(tmp
         assert (tmp_path / f"env-s{seed}" / "summary.json").exists()
     assert all(row["evals"] and row["evals"][-1]["step"] == 250 for row in r["runs"]["env"])
     assert r["ratio_vs_teleport"] == {}
+
+
+def test_sim_operator_hand_answers_a_failed_reset_without_a_teleport():
+    """reset_prompt="operator:sim": a cube pushed out of the reset's reach is put back by the
+    emulated operator's hand (a human prompt in the statistics, not a teleport), then the
+    retried reset homes the arm."""
+    from robolearn.teleop.operator import sim_hand
+
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="prompt",
+                   reset_prompt="operator:sim")
+    try:
+        base = env.unwrapped
+        env.reset(seed=0)
+        sim_hand(base.backend.privileged)(xy=(0.37, 0.15))     # where forward episodes strand it
+        assert not base.task.start_state_true()
+        _, info = env.reset()
+        r = info["reset"]
+        # ok counts resets without human help; the retried controller then homed the arm
+        assert not r["ok"] and r["human_prompts"] == 1 and r["teleports"] == 0 and r["kind"] == "scripted", r
+        assert "out of the arm's reach" in r["message"]
+        assert env.unwrapped.resets.prompt.placed == 1
+        assert base.teleport_count() == 0
+        assert base.task.start_state_true()
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="operator:sim"):
+        gym.make("robolearn/CarLap-v0", reset_mode="physical", reset_prompt="operator:sim")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_bench_workers_die_with_a_killed_bench(tmp_path):
+    """`--jobs` workers must not go on training as orphans when the bench is killed."""
+    import signal
+    import subprocess
+    import textwrap
+
+    script = tmp_path / "pool.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp, os, sys, time
+        from concurrent.futures import ProcessPoolExecutor
+        from robolearn.bench.resets import _worker_init
+
+        if __name__ == "__main__":
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
+                print(pool.submit(os.getpid).result(), flush=True)
+                pool.submit(time.sleep, 60).result()
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        os.kill(worker, 0)                                   # alive
+        parent.send_signal(signal.SIGKILL)                   # no cleanup runs in the parent
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            pytest.fail("the worker outlived the killed bench")
+    finally:
+        parent.kill()

@@ -263,7 +263,7 @@ class ForwardBackwardTrainer(_trainer_base()):
         from robolearn.policies.registry import make_agent
 
         self._eval_kwargs = {k: v for k, v in cfg.env_kwargs.items()
-                             if k not in ("reset_mode", "reset_on_failure")}
+                             if k not in ("reset_mode", "reset_on_failure", "reset_prompt")}
         # the success model of start states, from teleported example resets of a sim twin
         twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self._eval_kwargs, cfg.reality_gap)
         key, idx = twin.unwrapped.task.start_state_features()
@@ -290,6 +290,8 @@ class ForwardBackwardTrainer(_trainer_base()):
         # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
         phys = {**self._eval_kwargs, "reset_mode": "physical",
                 "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
+        if "reset_prompt" in cfg.env_kwargs:   # e.g. "operator:sim": who answers a failed reset
+            phys["reset_prompt"] = cfg.env_kwargs["reset_prompt"]
         # every step goes into both replays and each ended sub-episode costs a slot (the final
         # frame): twice the budget keeps all of it (p(start) ends a backward "episode" at every
         # step the world is already in the start distribution)

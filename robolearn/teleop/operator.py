@@ -59,11 +59,17 @@ class OperatorPrompt:
     cube is in place, the episode starts where the arm is), so a broken controller cannot
     keep the operator in a loop."""
 
-    def __init__(self, hand_url: str, max_retries: int = 2, window_s: float = 300.0, settle_s: float = 0.5):
-        if not hand_url:
+    def __init__(self, hand, max_retries: int = 2, window_s: float = 300.0, settle_s: float = 0.5):
+        """hand: the emulator's hand URL, or a callable `place(xy=None) -> {"cube": [x, y, z]}`
+        (`sim_hand`: the same hand in a simulator, for sim sessions in physical reset mode)."""
+        if not hand:
             raise ConfigError("the emulated operator needs the emulator's hand URL "
                               "(`robolearn emulate` prints it as \"hand\")")
-        self.hand_url = hand_url
+        if callable(hand):
+            self.hand_url, self._place = None, hand
+        else:
+            self.hand_url = hand
+            self._place = lambda xy=None: hand_place_cube(hand, xy=xy)
         self.max_retries = int(max_retries)
         self.window_s = float(window_s)
         self.settle_s = float(settle_s)
@@ -74,7 +80,7 @@ class OperatorPrompt:
     def put_cube(self, xy, message: str = "") -> None:
         """The operator puts the cube at `xy` (m) when asked to (a prompt; counted)."""
         self.asked += 1
-        placed = hand_place_cube(self.hand_url, xy=xy)
+        placed = self._place(xy)
         self.placed += 1
         time.sleep(self.settle_s)
         log.warning("[prompt] %s\n[prompt] emulated operator: put the cube by hand at (%.3f, %.3f) m",
@@ -86,7 +92,7 @@ class OperatorPrompt:
         self.asked += 1
         now = time.monotonic()
         self._recent = [t for t in self._recent if now - t < self.window_s] + [now]
-        placed = hand_place_cube(self.hand_url)
+        placed = self._place()
         self.placed += 1
         time.sleep(self.settle_s)           # the cube settles; the camera sends fresh frames
         answer = RETRY if len(self._recent) <= self.max_retries else CONTINUE
@@ -222,16 +228,43 @@ class OperatorDevice:
         pass
 
 
-def make_prompt(spec):
+def sim_hand(sim, seed: int = 0):
+    """The emulated operator's hand in a simulator (`ArmSim`): `place(xy=None)` puts the cube
+    back as `drivers/emulated_hand.py` does in the emulator's plant. Not a teleport (the sim's
+    `teleports` counter is for resets that write state; physical mode forbids those): a
+    person's move, made only when a prompt is answered, counted in `moves` and as a human
+    prompt in the reset statistics."""
+    import threading
+
+    from robolearn.drivers.emulated_hand import EmulatedHand
+
+    if sim is None or not hasattr(sim, "cube_pose"):
+        raise ConfigError('reset_prompt="operator:sim": the hand puts a cube back, so it needs a '
+                          'simulated arm (on an emulated robot give "operator:HAND_URL", on a real '
+                          'one "terminal")')
+    hand = EmulatedHand(sim.model, sim.data, threading.Lock(), seed=seed)
+
+    def place(xy=None) -> dict:
+        return hand.place_cube({} if xy is None else {"xy": [float(xy[0]), float(xy[1])]})
+
+    place.hand = hand
+    return place
+
+
+def make_prompt(spec, sim=None):
     """A reset prompt from a launch-file string: "terminal" (the operator at this terminal,
-    robolearn/resets/prompt.py) or "operator:HAND_URL" (the emulated operator)."""
+    robolearn/resets/prompt.py), "operator:HAND_URL" (the emulated operator at an emulated
+    robot) or "operator:sim" (the same operator's hand in the simulator `sim`)."""
     if not isinstance(spec, str):
         return spec
     if spec == "terminal":
         from robolearn.resets.prompt import HumanPrompt
 
         return HumanPrompt()
+    if spec == "operator:sim":
+        return OperatorPrompt(sim_hand(sim), settle_s=0.0)
     if spec.startswith("operator:"):
         return OperatorPrompt(spec.partition(":")[2])
-    raise ConfigError(f"reset_prompt={spec!r}: give \"terminal\" or \"operator:URL\" (the emulated "
-                      "operator's hand, printed by `robolearn emulate`)")
+    raise ConfigError(f"reset_prompt={spec!r}: give \"terminal\", \"operator:URL\" (the emulated "
+                      "operator's hand, printed by `robolearn emulate`) or \"operator:sim\" (its hand in "
+                      "the simulator)")
