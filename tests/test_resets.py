@@ -371,6 +371,10 @@ def test_bench_learned_runs_trainings_in_parallel_workers_with_the_same_rows(tmp
         assert (tmp_path / f"env-s{seed}" / "summary.json").exists()
     assert all(row["evals"] and row["evals"][-1]["step"] == 250 for row in r["runs"]["env"])
     assert r["ratio_vs_teleport"] == {}
+    from robolearn.bench.resets import plot_learned
+
+    plot_learned(r, str(tmp_path / "curve.png"))
+    assert (tmp_path / "curve.png").stat().st_size > 1000
 
 
 def test_sim_operator_hand_answers_a_failed_reset_without_a_teleport():

@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -232,6 +233,35 @@ def learned_vs_teleport(steps: int, seeds: list[int], out: str, eval_episodes: i
             "ratio_late_vs_teleport": ratios(late)}
 
 
+def plot_learned(result: dict, path: str) -> None:
+    """True success (teleport-reset evaluations) against env steps, each training arm's seeds
+    and their mean: where reset-free falls behind shows, not only the final ratio."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for i, (arm, rows) in enumerate(result["runs"].items()):
+        colour = f"C{i}"
+        n = min(len(r["evals"]) for r in rows)
+        steps = [e["step"] for e in rows[0]["evals"][:n]]
+        vals = np.array([[e["success_rate"] for e in r["evals"][:n]] for r in rows], dtype=float)
+        for v in vals:
+            ax.plot(steps, v, color=colour, alpha=0.3, lw=1)
+        label = {"env": "teleport resets", "learned": "reset-free (forward/backward)"}.get(arm, arm)
+        ax.plot(steps, vals.mean(0), "o-", color=colour, ms=4, label=f"{label}, mean of {len(rows)} seeds")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("true success (teleport-reset eval)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title(f"ArmPush {LEARNER['algo']}: reset-free vs teleport resets")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 #: the car learner (`--only car-learned`): SAC on state + the sim's track-relative `privileged`
 #: entries (lateral offset, heading error, curvature ahead) in actor and critic: a SIM-ONLY study
 #: of practising with physical resets, not of perception (FastRLAP learns from the camera; on
@@ -385,6 +415,11 @@ def main(argv=None) -> int:
         r = learned_vs_teleport(args.steps, args.seeds, args.out, eval_episodes=args.eval_episodes or 20,
                                 arms=tuple(args.arms), jobs=args.jobs)
         out["learned"] = r
+        png = str(Path(args.json).with_suffix(".png")) if args.json else f"{args.out}/learned_curve.png"
+        Path(png).parent.mkdir(parents=True, exist_ok=True)
+        plot_learned(r, png)
+        r["curve_png"] = png
+        print(f"learning curves: {png}")
         for k, v in r["runs"].items():
             print(f"ArmPush {LEARNER['algo']} resets={k}: eval success "
                   + ", ".join(f"s{x['seed']} {x['eval_success_rate']:.2f}" for x in v) + f" (mean {r['mean_success'][k]:.2f})")
