@@ -232,7 +232,7 @@ def sim_hand(sim, seed: int = 0):
     """The emulated operator's hand in a simulator (`ArmSim`): `place(xy=None)` puts the cube
     back as `drivers/emulated_hand.py` does in the emulator's plant. Not a teleport (the sim's
     `teleports` counter is for resets that write state; physical mode forbids those): a
-    person's move, made only when a prompt is answered, counted in `moves` and as a human
+    person's move, made only when a prompt is answered, counted in `OperatorPrompt.placed` and as a human
     prompt in the reset statistics."""
     import threading
 
@@ -247,7 +247,6 @@ def sim_hand(sim, seed: int = 0):
     def place(xy=None) -> dict:
         return hand.place_cube({} if xy is None else {"xy": [float(xy[0]), float(xy[1])]})
 
-    place.hand = hand
     return place
 
 
