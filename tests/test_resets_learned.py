@@ -207,7 +207,7 @@ def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp
 
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "examples", 6)
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 50)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "_start_prob", lambda self, obs: 0.0)
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "_backward_score", lambda self, obs, info: (0.0, -1.0))
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "fallback_to_task_reset", fallback)
     cfg = TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=130, out=str(tmp_path / "fb"),
                       eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,

@@ -79,9 +79,21 @@ class MoveToJoints:
 
 @dataclass
 class ArmHome:
-    """Reset controller (`ResetSupervisor` protocol): the arm task's home pose, gripper open."""
+    """Reset controller (`ResetSupervisor` protocol): the arm task's home pose, gripper open.
+
+    lift: first raise the grasp point straight up to this height (m above the table, gripper
+    open) when it is lower, so the joint-space move home does not sweep an object that lies
+    next to the fingers (0: straight home, as ArmReach needs)."""
+
+    lift: float = 0.0
 
     kind = "scripted"
 
     def run(self, task, rng):
+        if self.lift > 0 and hasattr(task, "kin"):
+            from robolearn.resets.cube import _EeMover
+
+            mover = _EeMover(task, step=0.02)
+            if mover.ee[2] < self.lift:
+                yield from mover.to((mover.ee[0], mover.ee[1], self.lift), open_=True, max_periods=20, soft=True)
         yield from MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz).motion(task.arm)
