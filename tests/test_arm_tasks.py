@@ -324,3 +324,23 @@ def test_backend_implements_protocols():
     assert be.robot.read().stamp == pytest.approx(0.1)
     env.close()
     assert not be.robot._renderers  # GL contexts released on close
+
+
+def test_a_cube_off_the_table_lands_on_the_floor_and_the_push_reward_stays_bounded():
+    """A cube pushed (or flung by a contact blow-up) off the table lands on the floor instead of
+    falling forever; the dense reward caps its distances, so one lost cube cannot swamp a critic
+    (a reset-free run once logged -5000 a step from a cube falling for 14 s)."""
+    import gymnasium as gym
+
+    from robolearn.tasks.arm import DISTANCE_REWARD_SCALE, REWARD_DISTANCE_CAP
+
+    env = gym.make("robolearn/ArmPush-v0")
+    env.reset(seed=0)
+    sim = env.unwrapped.sim
+    q = env.unwrapped.backend.robot.read()
+    sim.set_state(q.q, q.gripper, cube_pos=np.array([0.2, 0.6, 0.3]))   # beyond the table's edge
+    rewards = [env.step(np.zeros(4, np.float32))[1] for _ in range(40)]
+    z = env.unwrapped.task.cube_pose()[0][2]
+    assert -0.76 < z < -0.7                                            # on the floor, at rest
+    assert min(rewards) >= -DISTANCE_REWARD_SCALE * 1.5 * REWARD_DISTANCE_CAP - 1e-9
+    env.close()

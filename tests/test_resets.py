@@ -440,3 +440,32 @@ def test_bench_workers_die_with_a_killed_bench(tmp_path):
             pytest.fail("the worker outlived the killed bench")
     finally:
         parent.kill()
+
+
+@pytest.mark.parametrize("lift", [0.0, 0.06])
+def test_arm_home_with_lift_raises_the_grasp_point_before_moving_sideways(lift):
+    """`ArmHome(lift=...)` (the learned resets' homing) first goes straight up, so it does not
+    sweep a cube lying next to the fingers; plain `ArmHome` moves sideways at once."""
+    from robolearn.resets.scripted import ArmHome
+
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    for _ in range(12):                      # forward and down, away from home, near the table
+        env.step(np.array([1.0, 0.5, -1.0, 1.0], np.float32))
+    task = base.task
+    ee0 = task.kin.fk(task.arm.read().q)
+    assert ee0[2] < 0.04
+    path = []
+    for _ in ArmHome(lift=lift).run(task, np.random.default_rng(0)):
+        path.append(task.kin.fk(task.arm.read().q))
+    path = np.array(path)
+    first_high = int(np.argmax(path[:, 2] >= 0.05))
+    sideways = np.linalg.norm(path[: first_high + 1, :2] - ee0[:2], axis=1).max()
+    if lift:
+        assert path[:, 2].max() >= 0.05 and sideways < 0.01
+    else:
+        assert sideways > 0.02, sideways
+    assert np.max(np.abs(task.arm.read().q - task.home_q)) < 0.05       # home either way
+    assert base.teleport_count() == 0
+    env.close()

@@ -47,6 +47,38 @@ def test_backward_reward_never_pays_for_staying_away():
     r = ForwardBackwardTrainer.backward_reward
     # every step before arriving costs; arriving (episode end) is the best a trajectory can do
     assert all(r(p) <= 0 for p in np.linspace(0, 1, 11)) and r(0.2) < r(0.6)
+    assert all(r(p, lg, d) <= 0 for p in (0.0, 0.5, 1.0) for lg in (-100.0, -3.0, 0.0, 5.0) for d in (0.0, 0.1))
+    # closer in log-odds and a hand nearer the object both pay; past the floor nothing changes
+    assert r(0.0, -30.0) < r(0.0, -5.0) and r(0.0, -5.0, 0.02) > r(0.0, -5.0, 0.10)
+    assert r(0.0, -500.0) == r(0.0, -40.0)
+
+
+def test_the_start_models_log_odds_point_the_cube_back_to_the_region():
+    """The backward reward's dense term: moving the cube toward the start region from any side
+    raises it (the density-ratio classifier's log-odds fall with the distance from the region),
+    while p(start) itself is flat out there."""
+    import gymnasium as gym
+
+    from robolearn.resets.learned import ForwardBackwardTrainer, fit_start_classifier, start_state_examples
+    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW
+
+    env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
+    key, idx = env.unwrapped.task.start_state_features()
+    pos, visited = start_state_examples(env, 60, seed=0, key=key, idx=idx)
+    env.close()
+    clf, _, _ = fit_start_classifier(pos, visited, seed=0, steps=800)
+    centre = 0.5 * (CUBE_REGION_LOW + CUBE_REGION_HIGH)
+    half = 0.5 * (CUBE_REGION_HIGH - CUBE_REGION_LOW)
+    for direction in ([1, 0], [-1, 0], [0, 1], [0, -1]):
+        d = np.array(direction, float)
+        edge = centre + d * half
+        far, near = edge + 0.08 * d, edge + 0.03 * d
+        lg_far, lg_near = clf.logit(np.array([far, near]))
+        assert lg_far < lg_near < 0, (direction, lg_far, lg_near)
+        p_far, p_near = clf.prob(np.array([far, near]))
+        assert p_far < 0.05 and p_near < 0.5
+        r = ForwardBackwardTrainer.backward_reward
+        assert r(p_far, lg_far) < r(p_near, lg_near)
 
 
 def test_resets_option_is_checked():
@@ -209,6 +241,7 @@ def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 50)
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "_backward_score", lambda self, obs, info: (0.0, -1.0))
     monkeypatch.setattr(learned.ForwardBackwardTrainer, "fallback_to_task_reset", fallback)
+    monkeypatch.setattr(learned.ForwardBackwardTrainer, "backward_max_steps", 12)
     cfg = TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=130, out=str(tmp_path / "fb"),
                       eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
                       learning_starts=500, resets="learned", max_episode_steps=30)
@@ -217,8 +250,24 @@ def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp
     recs = [json.loads(ln) for ln in (tmp_path / "fb" / "metrics.jsonl").read_text().splitlines()]
     fwd = [r for r in recs if r.get("phase") == "forward"][1:]      # after the first backward phase
     assert len(fwd) >= 1
+    # a backward episode that gets nowhere hands over after `backward_max_steps`, not the env's 30
+    back = [r for r in recs if r.get("phase") == "backward"]
+    assert back and all(r["length"] == 12 and not r["success"] for r in back[:-1])
     if fallback:
         assert summary["fallback_resets"] >= 1 and all(r["reset"]["kind"] == "scripted" for r in fwd)
         assert all(r["reset"]["seconds"] > 1.0 for r in fwd)          # PlaceCube moved the arm and cube
     else:
         assert summary["fallback_resets"] == 0 and all(r["reset"]["kind"] == "learned" and not r["reset"]["ok"] for r in fwd)
+
+
+def test_start_classifier_says_no_far_outside_what_it_was_trained_on():
+    """A cube flung far off the table must never read as a start state, whatever the MLP would
+    extrapolate there."""
+    from robolearn.resets.learned import fit_start_classifier
+
+    rng = np.random.default_rng(0)
+    pos = rng.uniform([0.16, -0.12], [0.28, 0.12], size=(100, 2))
+    clf, thr, _ = fit_start_classifier(pos, pos, seed=0, steps=300)
+    far = np.array([[-1.37, 19.7], [30.0, -4.0], [0.22, -50.0]])
+    assert np.all(clf.prob(far) < 1e-6) and np.all(clf.prob(far) < thr)
+    assert clf.logit(far[:1])[0] < clf.logit(np.array([[0.5, 0.5]]))[0]

@@ -44,6 +44,8 @@ class StartStateClassifier:
                 p.copy_(torch.randn(p.shape, generator=g) * (0.1 if p.ndim > 1 else 0.0))
         self.mean = np.zeros(dim, np.float32)
         self.std = np.ones(dim, np.float32)
+        self.low = np.full(dim, -np.inf, np.float32)     # the box the training data spans
+        self.high = np.full(dim, np.inf, np.float32)
         self._g = g
 
     def fit(self, pos: np.ndarray, neg: np.ndarray, steps: int = 1500, lr: float = 3e-3) -> float:
@@ -51,6 +53,7 @@ class StartStateClassifier:
         x = np.concatenate([pos, neg]).astype(np.float32)
         y = np.concatenate([np.ones(len(pos)), np.zeros(len(neg))]).astype(np.float32)
         self.mean, self.std = x.mean(0), x.std(0) + 1e-3
+        self.low, self.high = x.min(0), x.max(0)
         xt = torch.as_tensor((x - self.mean) / self.std)
         yt = torch.as_tensor(y)
         w = torch.as_tensor(np.where(y > 0, len(y) / (2 * len(pos)), len(y) / (2 * len(neg))).astype(np.float32))
@@ -69,8 +72,13 @@ class StartStateClassifier:
         """log p / (1 - p): of a density ratio, it falls about linearly with the distance from
         the start region (on ArmPush ~ -2.5 per cm of cube), which gives the backward agent a
         direction where p itself is a flat 0."""
-        x = torch.as_tensor((np.asarray(states, np.float32) - self.mean) / self.std)
-        return self.net(x.reshape(-1, x.shape[-1])).squeeze(-1).numpy()
+        raw = np.asarray(states, np.float32).reshape(-1, len(self.mean))
+        # outside the box it was trained on an MLP's answer is an extrapolation that may even say
+        # "start" (a cube flung 20 m away): judge the box's nearest point, less the distance out
+        inside = np.clip(raw, self.low, self.high)
+        out = np.linalg.norm((raw - inside) / self.std, axis=-1)
+        x = torch.as_tensor((inside - self.mean) / self.std)
+        return self.net(x).squeeze(-1).numpy() - 50.0 * out
 
     def prob(self, states: np.ndarray) -> np.ndarray:
         return 0.5 * (1.0 + np.tanh(0.5 * self.logit(states)))   # sigmoid, no overflow
@@ -264,9 +272,9 @@ class ForwardBackwardTrainer(_trainer_base()):
     #: backward steps carry a valid forward goal and reward)
     share_experience = True
     #: a backward episode that has not reached the start distribution after this many steps
-    #: hands over to the fallback: a backward phase either works within a push's length or
-    #: not at all (measured at 15 000 steps with the 120-step env limit: every failed backward
-    #: episode ran all 120 steps, ~4 300 of the budget's 15 000 env steps, for nothing)
+    #: hands over to the fallback. With the env's 120-step limit every failed backward episode
+    #: ran all 120 steps (measured at 15 000 steps: ~4 300 of the budget for nothing); the
+    #: scripted backward pushes (the demos) take 15-113 steps, median 33, 17 of 20 within 80
     backward_max_steps = 80
     #: the arm's home move after a backward phase first raises the grasp point this high (m)
     #: above the table, so it does not sweep the cube the backward agent just put back (the
@@ -375,13 +383,16 @@ class ForwardBackwardTrainer(_trainer_base()):
           with the distance from the region, so that pushing the object toward it pays before
           it gets there (with `p - 1` alone, measured: 66 of 101 backward episodes ended at the
           start only because the forward agent had left the cube there; the rest all ran out).
-        - `-5 x distance` (m, grasp point to object): the same approach term, at the same scale,
-          as the forward task's own dense reward (ArmPush: -10 x 0.5 x distance)."""
+        - `-5 x distance` (m, grasp point to object, capped at 0.5 m like the task's): the same
+          approach term, at the same scale, as the forward task's own dense reward (ArmPush:
+          -10 x 0.5 x distance)."""
         r = p - 1.0
         if logit is not None:
             r += min(max(logit, cls.logit_floor), 0.0) / cls.logit_scale
         if distance is not None:
-            r -= cls.approach_scale * distance
+            from robolearn.tasks.arm import REWARD_DISTANCE_CAP
+
+            r -= cls.approach_scale * min(distance, REWARD_DISTANCE_CAP)
         return r
 
     def run(self, stop_at=None) -> dict:

@@ -51,6 +51,10 @@ REACH_RADIUS = 0.02                              # reach success: within 2 cm
 # entropy bonus SAC adds to it (alpha * |A| nats); in metres (about -0.1 a step) the bonus
 # swamped the task and default SAC learnt to wander instead of reaching (docs/arm.md).
 DISTANCE_REWARD_SCALE = 10.0
+#: distances beyond this (m) count as this in dense rewards: the table is 0.8 m across and the arm
+#: reaches 0.54 m, so only a lost cube (off the table, flung by a contact blow-up in the sim) is
+#: farther, and one unbounded step reward would swamp a critic for the rest of a run
+REWARD_DISTANCE_CAP = 0.5
 PUSH_RADIUS = 0.03                               # push success: cube centre within 3 cm of goal
 LIFT_HEIGHT = 0.05                               # lift success: cube 5 cm above resting height
 CUBE_HALF = 0.015                                # the cube is 3 cm
@@ -350,7 +354,8 @@ class ArmReach(ArmTask):
 
 class ArmPush(ArmTask):
     """Push the cube into a 3 cm goal region on the table. Dense reward in decimetres:
-    -10 x ((cube-goal distance) + 0.5 (grasp point-cube distance) in m); success within 3 cm."""
+    -10 x ((cube-goal distance) + 0.5 (grasp point-cube distance) in m), each distance capped at
+    `REWARD_DISTANCE_CAP`; success within 3 cm."""
 
     name = "push"
     needs_cube = True
@@ -399,7 +404,8 @@ class ArmPush(ArmTask):
         success = d_goal < PUSH_RADIUS
         info["distance"] = d_goal
         info["cube_pos"] = pos
-        return Evaluation(reward=-DISTANCE_REWARD_SCALE * (d_goal + 0.5 * d_ee), success=success, terminated=success, info=info)
+        cost = min(d_goal, REWARD_DISTANCE_CAP) + 0.5 * min(d_ee, REWARD_DISTANCE_CAP)
+        return Evaluation(reward=-DISTANCE_REWARD_SCALE * cost, success=success, terminated=success, info=info)
 
 
 class ArmLift(ArmTask):
