@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robolearn.resets.scripted import MoveToJoints
+from robolearn.resets.scripted import move_home
 from robolearn.resets.supervisor import ResetError
 
 
@@ -77,7 +77,7 @@ class PlaceCube:
         yield from mover.hold(self.close_steps, open_=True)
         yield from self._set_down(task, mover, goal_xy)
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=True)
-        yield from MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz).motion(task.arm)
+        yield from move_home(task)
         cube = _cube(task)[0]
         if not (np.all(cube[:2] >= low - 0.01) and np.all(cube[:2] <= high + 0.01)
                 and abs(cube[2] - CUBE_HALF) < 0.005):

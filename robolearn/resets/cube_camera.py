@@ -26,7 +26,7 @@ import numpy as np
 
 from robolearn.errors import ConfigError
 from robolearn.resets.cube import REACH_HIGH, REACH_LOW, _EeMover, in_reach
-from robolearn.resets.scripted import MoveToJoints
+from robolearn.resets.scripted import MoveToJoints, move_home
 from robolearn.resets.supervisor import ResetError
 
 
@@ -100,7 +100,7 @@ class PlaceCubeByCamera:
                              "wider than the gripper opens); take it out of the gripper")
         yield from self._go(mover, (goal_xy[0], goal_xy[1], self.hover), open_=True, speed=0.6)
         xy = yield from self._look(task, cam, dt)
-        yield from MoveToJoints(task.home_q, task.home_gripper, dt=dt).motion(task.arm)
+        yield from move_home(task)
         if not (np.all(xy >= low - self.check_margin) and np.all(xy <= high + self.check_margin)):
             raise ResetError(f"after placing, the camera sees the cube at ({xy[0]:.3f}, {xy[1]:.3f}) m, "
                              "outside the start region (slipped, or still in the gripper)")

@@ -22,6 +22,12 @@ class MoveToJoints:
     speed_fraction: fraction of `spec.max_velocity` the targets ramp at.
     tolerance: max |q - target| (rad) accepted as arrived.
     timeout: seconds of (robot) time before giving up with `SafetyError`.
+    settle: after arriving, hold the pose until every joint moves slower than this (rad/s), for
+        at most `settle_timeout` s (then go on: a servo that never reads still is no failure).
+        Resets pass it so that an episode starts with the arm at rest, as a teleport start does
+        (measured: without it an arm reset ended with joints still swinging at ~1 rad/s, and a
+        policy trained from teleport starts went from 0.20 to 0.0 success on such starts).
+        None: return as soon as the pose is reached.
     """
 
     q: np.ndarray
@@ -30,6 +36,8 @@ class MoveToJoints:
     tolerance: float = 0.03
     timeout: float = 10.0
     dt: float = 0.05
+    settle: float | None = None
+    settle_timeout: float = 2.0
 
     def __post_init__(self):
         self.q = np.asarray(self.q, dtype=np.float64)
@@ -67,6 +75,7 @@ class MoveToJoints:
             yield self.dt
             state = arm.read()
             if np.max(np.abs(state.q - goal)) <= self.tolerance and np.allclose(cmd, goal):
+                yield from self._settle(arm, cmd, g_cmd)
                 return
             if elapsed >= self.timeout:
                 worst = int(np.argmax(np.abs(state.q - goal)))
@@ -75,6 +84,26 @@ class MoveToJoints:
                     f"reset did not reach the home pose within {self.timeout:.1f} s: joint {name!r} "
                     f"is at {state.q[worst]:.3f} rad, target {goal[worst]:.3f} rad (is the arm "
                     "blocked, unpowered or miscalibrated? clear it and reset again)")
+
+    def _settle(self, arm: Arm, cmd: np.ndarray, g_cmd: float):
+        if self.settle is None:
+            return
+        waited = 0.0
+        while waited < self.settle_timeout and np.max(np.abs(arm.read().dq)) > self.settle:
+            arm.command(cmd, g_cmd)
+            arm.advance(self.dt)
+            waited += self.dt
+            yield self.dt
+
+
+#: how still (rad/s) a reset leaves the arm before an episode starts (see `MoveToJoints.settle`)
+RESET_SETTLE = 0.05
+
+
+def move_home(task):
+    """The task's home pose, gripper open, ending at rest: the last move of every arm reset."""
+    return MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz,
+                        settle=RESET_SETTLE).motion(task.arm)
 
 
 @dataclass
@@ -96,4 +125,4 @@ class ArmHome:
             mover = _EeMover(task, step=0.02)
             if mover.ee[2] < self.lift:
                 yield from mover.to((mover.ee[0], mover.ee[1], self.lift), open_=True, max_periods=20, soft=True)
-        yield from MoveToJoints(task.home_q, task.home_gripper, dt=1.0 / task.control_hz).motion(task.arm)
+        yield from move_home(task)
