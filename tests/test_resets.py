@@ -469,3 +469,23 @@ def test_arm_home_with_lift_raises_the_grasp_point_before_moving_sideways(lift):
     assert np.max(np.abs(task.arm.read().q - task.home_q)) < 0.05       # home either way
     assert base.teleport_count() == 0
     env.close()
+
+
+@pytest.mark.parametrize("task", ["ArmReach", "ArmPush"])
+def test_a_physical_reset_leaves_the_arm_at_rest(task):
+    """Episodes after a physical reset start with the arm still, as after a teleport: the reset
+    ends by holding home until every joint is slower than `RESET_SETTLE` (without it the joints
+    were still swinging at ~1 rad/s, and a policy went from 0.20 to 0.0 success on such starts)."""
+    from robolearn.resets.scripted import RESET_SETTLE
+
+    env = gym.make(f"robolearn/{task}-v0", reset_mode="physical", reset_on_failure="raise")
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=1)
+    for _ in range(3):
+        assert info["reset"]["ok"]
+        assert np.max(np.abs(env.unwrapped.backend.robot.read().dq)) <= RESET_SETTLE
+        assert np.max(np.abs(obs["state"][5:10])) <= RESET_SETTLE
+        for _ in range(15):                                   # fling the arm about
+            obs, *_ = env.step(rng.uniform(-1, 1, 4).astype(np.float32))
+        obs, info = env.reset()
+    env.close()
