@@ -152,8 +152,11 @@ LEARNER = dict(algo="rlpd", demos="scripted:20", learning_starts=200, utd=5,
 #: the emulated operator, whose hand puts the cube back (`operator:sim`, counted as human prompts):
 #: on a robot that is the person at the table. Without it one stranded cube stalled every later
 #: episode of the run (measured: both seeds from step ~4000 on).
+#: The `scripted` control gets the same operator: with "continue" one cube pushed out of reach
+#: stayed there and every later episode started unsolvable (measured 2026-11-24: 0.0 success, 43
+#: of 102 resets failed from step ~7000 on, the cube at x = 0.085 m by the arm's base).
 ARMS = {"env": ("env", {}), "learned": ("learned", {"reset_on_failure": "prompt", "reset_prompt": "operator:sim"}),
-        "scripted": ("env", {"reset_mode": "physical", "reset_on_failure": "continue"})}
+        "scripted": ("env", {"reset_mode": "physical", "reset_on_failure": "prompt", "reset_prompt": "operator:sim"})}
 
 
 def _train_row(arm: str, seed: int, steps: int, out: str, eval_episodes: int) -> dict:
