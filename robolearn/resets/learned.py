@@ -81,7 +81,12 @@ class StartStateClassifier:
         return self.net(x).squeeze(-1).numpy() - 50.0 * out
 
     def prob(self, states: np.ndarray) -> np.ndarray:
-        return 0.5 * (1.0 + np.tanh(0.5 * self.logit(states)))   # sigmoid, no overflow
+        return sigmoid(self.logit(states))
+
+
+def sigmoid(logit):
+    """1 / (1 + e^-x) without overflow for large |x|."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(logit)))
 
 
 def start_state_examples(env, n: int, seed: int = 0, key: str = "state",
@@ -366,7 +371,7 @@ class ForwardBackwardTrainer(_trainer_base()):
         model's verdict on `obs`, and the grasp point's distance to the object from `info`
         (the task's own measurements, where it has an object)."""
         logit = float(self.classifier.logit(obs[self.start_key][None, self.features])[0])
-        p = 0.5 * (1.0 + np.tanh(0.5 * logit))
+        p = float(sigmoid(logit))
         return p, self.backward_reward(p, logit, object_distance(info))
 
     #: the backward reward's terms (see `backward_reward`)

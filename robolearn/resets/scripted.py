@@ -26,7 +26,7 @@ class MoveToJoints:
         at most `settle_timeout` s (then go on: a servo that never reads still is no failure).
         Resets pass it so that an episode starts with the arm at rest, as a teleport start does
         (measured: without it an arm reset ended with joints still swinging at ~1 rad/s, and a
-        policy trained from teleport starts went from 0.20 to 0.0 success on such starts).
+        reset-free policy scored 0.0 from such starts, 0.20 once the arm was left still).
         None: return as soon as the pose is reached.
     """
 
