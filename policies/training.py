@@ -401,6 +401,20 @@ class Eta:
 
 
 # ================================================================================ trainer
+#: env options that only say how episodes are reset: a sim evaluation drops them
+RESET_OPTIONS = ("reset_mode", "reset_on_failure", "reset_prompt")
+
+
+def evaluation_env_kwargs(env_kwargs: dict) -> dict:
+    """The eval env's options: the training env's, but in sim always with teleport resets, so a
+    policy trained from physical, practice or learned resets is judged from the task's own start
+    distribution, the same starts as a teleport-trained one (on `backend="real"` physical resets
+    are the only kind and nothing changes)."""
+    if env_kwargs.get("backend", "sim") == "real":
+        return dict(env_kwargs)
+    return {k: v for k, v in env_kwargs.items() if k not in RESET_OPTIONS}
+
+
 class Trainer:
     """One training run in one folder. `Trainer(cfg).run()` or `Trainer.resume(dir).run()`."""
 
@@ -424,6 +438,7 @@ class Trainer:
                               "(see `robolearn algos`)")
         torch.set_num_threads(cfg.threads)
         self.dir = cfg.run_dir()
+        self._eval_kwargs = evaluation_env_kwargs(cfg.env_kwargs)
         # [reward]: the training env's reward and termination come from the reward model; the
         # eval env keeps the task's own (in sim: the ground truth the model is judged by)
         human = cfg.reward.get("kind") == "human"
@@ -507,8 +522,8 @@ class Trainer:
     def eval_env(self) -> gym.Env:
         if self._eval_env is None:
             c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, c.env_kwargs, c.reality_gap,
-                                      c.sim_params)
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, self._eval_kwargs,
+                                      c.reality_gap, c.sim_params)
         return self._eval_env
 
     def policy(self, obs: dict) -> np.ndarray:

@@ -7,6 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import robolearn  # noqa: F401  (registers the env IDs)
+from robolearn.tasks.cube_orientation import canonical_cube_quat
 from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError, SafetyError
 from robolearn.tasks.arm import (DISTANCE_REWARD_SCALE, HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW,
                                  make_arm_env)
@@ -275,7 +276,7 @@ def test_push_and_lift_cube_pose_is_privileged_not_state():
     pos, quat = env.unwrapped.task.cube_pose()
     assert obs["state"].shape == (14,) and obs["privileged"].shape == (13,)
     np.testing.assert_allclose(obs["privileged"][3:6], pos, atol=1e-6)
-    np.testing.assert_allclose(obs["privileged"][6:10], quat, atol=1e-6)
+    np.testing.assert_allclose(obs["privileged"][6:10], canonical_cube_quat(quat), atol=1e-6)
     # the simulator's grasp point agrees with kinematics of the measured joints (state[11:14])
     np.testing.assert_allclose(obs["privileged"][:3], obs["state"][11:14], atol=2e-3)
     assert pos[2] == pytest.approx(0.015, abs=1e-3)
@@ -344,3 +345,35 @@ def test_a_cube_off_the_table_lands_on_the_floor_and_the_push_reward_stays_bound
     assert -0.76 < z < -0.7                                            # on the floor, at rest
     assert min(rewards) >= -DISTANCE_REWARD_SCALE * 1.5 * REWARD_DISTANCE_CAP - 1e-9
     env.close()
+
+
+def test_the_cube_quaternion_reads_the_same_for_every_face_it_rests_on():
+    """A one-colour cube set down on another face, turned by 90 deg, or stored as -q looks the
+    same: its privileged quaternion must be the same, and it must differ for a real turn."""
+    env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
+    env.reset(seed=0)
+    base = env.unwrapped
+    task, sim = base.task, base.task.sim
+    s = math.sqrt(0.5)
+    yaw = 0.3
+    upright = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+    seen = []
+    for body_turn in ([1, 0, 0, 0], [s, s, 0, 0], [0, 0, 1, 0], [s, 0, 0, s], [0.5, 0.5, 0.5, 0.5]):
+        for sign in (1.0, -1.0):
+            quat = sign * _quat_mul(upright, np.array(body_turn, dtype=float))
+            sim.set_state(task.home_q, task.home_gripper, cube_pos=np.array([0.22, 0.0, 0.015]),
+                          cube_quat=quat)
+            task._fresh = False
+            seen.append(task.privileged_observation()[6:10].copy())
+    for q in seen:
+        np.testing.assert_allclose(q, upright, atol=1e-5)
+    other = np.array([math.cos(0.1), 0.0, 0.0, math.sin(0.1)])     # 11.5 deg less yaw: a real change
+    assert np.abs(canonical_cube_quat(other) - upright).max() > 0.04    # sin(0.15) - sin(0.1)
+    env.close()
+
+
+def _quat_mul(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])

@@ -6,7 +6,7 @@ import pytest
 
 import robolearn  # noqa: F401
 from robolearn.errors import ConfigError
-from robolearn.policies.training import TrainConfig, config_from_dict, train
+from robolearn.policies.training import TrainConfig, Trainer, config_from_dict, train
 
 
 def test_start_state_classifier_separates_start_region_from_elsewhere():
@@ -90,7 +90,15 @@ def test_train_logs_reset_records_and_totals(tmp_path):
     cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=120, out=str(tmp_path / "r"),
                       eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
                       learning_starts=200, env_kwargs={"reset_mode": "physical", "reset_on_failure": "raise"})
-    summary = train(cfg)
+    trainer = Trainer(cfg)
+    try:
+        # physical resets train; evaluation in sim starts from the task's own starts (teleport),
+        # as a teleport-trained run's does, so the two success rates compare
+        assert trainer.env.unwrapped.reset_mode == "physical"
+        assert trainer.eval_env.unwrapped.reset_mode == "teleport"
+        summary = trainer.run()
+    finally:
+        trainer.close()
     eps = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
            if '"episode"' in ln]
     assert eps and all(e["reset"]["kind"] == "scripted" and e["reset"]["teleports"] == 0 for e in eps)

@@ -2,8 +2,8 @@
 at a random point of the start region, then go home. No teleport: only arm commands.
 
 Why pick-and-place rather than pushing it back: a top-down grasp works from any side and leaves
-the cube at an exact, uniformly sampled point of the region (the same start distribution the
-teleport reset draws from), where pushing would bias it toward the region's edge.
+the cube at an exact, uniformly sampled point of the region and yaw (the same start distribution
+the teleport reset draws from), where pushing would bias it toward the region's edge.
 It needs the cube pose: the simulator provides it (the sim is the "sensor" here, it does not
 move anything); on hardware pass a pose estimate or use a learned backward agent / the prompt.
 """
@@ -34,7 +34,7 @@ class PlaceCube:
     kind = "scripted"
 
     def run(self, task, rng):
-        from robolearn.tasks.arm import CUBE_HALF
+        from robolearn.tasks.arm import CUBE_HALF, START_YAW_SPREAD
 
         pose = _cube(task)
         if pose is None:
@@ -73,6 +73,13 @@ class PlaceCube:
             raise ResetError(f"could not grasp the cube in {self.attempts} attempts; put it in the "
                              "start region by hand")
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False)
+        # turn the wrist so the cube goes down a face toward the arm, yaw drawn like a teleport
+        # start's: carried over from the grasp it could sit 45 deg off and offer the fingers an edge
+        cube, quat = _cube(task)
+        off_radial = -_grasp_roll(cube, quat)
+        yaw = rng.uniform(-START_YAW_SPREAD, START_YAW_SPREAD)
+        yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False,
+                            roll=mover.roll - mover.roll0 + off_radial - yaw)
         yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=False, speed=0.6)
         yield from mover.hold(self.close_steps, open_=True)
         yield from self._set_down(task, mover, goal_xy)

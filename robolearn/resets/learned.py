@@ -294,20 +294,19 @@ class ForwardBackwardTrainer(_trainer_base()):
         from dataclasses import replace
 
         from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
-        from robolearn.policies.training import make_env
+        from robolearn.policies.training import evaluation_env_kwargs, make_env
         from robolearn.policies.registry import make_agent
 
-        self._eval_kwargs = {k: v for k, v in cfg.env_kwargs.items()
-                             if k not in ("reset_mode", "reset_on_failure", "reset_prompt")}
+        twin_kwargs = evaluation_env_kwargs(cfg.env_kwargs)
         # the success model of start states, from teleported example resets of a sim twin
-        twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self._eval_kwargs, cfg.reality_gap)
+        twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, twin_kwargs, cfg.reality_gap)
         key, idx = twin.unwrapped.task.start_state_features()
-        if key == "privileged" and not self._eval_kwargs.get("privileged_obs"):
+        if key == "privileged" and not twin_kwargs.get("privileged_obs"):
             # the classifier reads the sim's object pose: the envs carry it as obs["privileged"]
             # (the agents read it only if their `privileged` option says so)
             twin.close()
-            self._eval_kwargs["privileged_obs"] = True
-            twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self._eval_kwargs, cfg.reality_gap)
+            twin_kwargs["privileged_obs"] = True
+            twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, twin_kwargs, cfg.reality_gap)
         self.start_key, self.features = key, np.asarray(idx, dtype=int)
         try:
             pos, neg = start_state_examples(twin, self.examples, seed=cfg.seed, key=key, idx=self.features)
@@ -323,7 +322,7 @@ class ForwardBackwardTrainer(_trainer_base()):
             twin.close()
         # a failed fallback reset starts the episode where the world is (counted) unless the
         # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
-        phys = {**self._eval_kwargs, "reset_mode": "physical",
+        phys = {**twin_kwargs, "reset_mode": "physical",
                 "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
         if "reset_prompt" in cfg.env_kwargs:   # e.g. "operator:sim": who answers a failed reset
             phys["reset_prompt"] = cfg.env_kwargs["reset_prompt"]
@@ -355,16 +354,6 @@ class ForwardBackwardTrainer(_trainer_base()):
                                                     gamma=gamma, seed=cfg.seed + 7)
                 transitions_to_buffer(back_demos, self.backward_replay)
                 self.backward_sampler = self.backward_replay
-
-    @property
-    def eval_env(self):
-        if self._eval_env is None:
-            from robolearn.policies.training import make_env
-
-            c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, self._eval_kwargs,
-                                      c.reality_gap)
-        return self._eval_env
 
     def _backward_score(self, obs: dict, info: dict) -> tuple[float, float]:
         """(p(start), the backward agent's reward) for the world after a step: the success

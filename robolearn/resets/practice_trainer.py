@@ -6,14 +6,15 @@ training env runs with `reset_mode="physical"` inside `AutonomousPractice`: a cr
 learner's episode (terminated), a stall truncates it, and the next `reset()` is the task's
 physical reset (the car's `RecoverOntoTrack`), whose steps the learner never sees or stores.
 Everything else (demos / prior data, logging, checkpoints, resume, evaluation) is `Trainer`'s.
-Evaluation keeps teleport resets so lap times are timed from the start line, as the baseline's.
+Evaluation keeps teleport resets (`Trainer`'s in sim) so laps are timed from the start line, as the
+baseline's.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from robolearn.errors import ConfigError
-from robolearn.policies.training import Trainer, make_env
+from robolearn.policies.training import Trainer
 from robolearn.resets.practice import AutonomousPractice
 
 
@@ -24,18 +25,9 @@ class PracticeTrainer(Trainer):
     def _build(self, cfg, _resumed_state):
         if not cfg.env.startswith("robolearn/"):
             raise ConfigError("--resets practice needs a robolearn env (it runs them with reset_mode='physical')")
-        self._eval_kwargs = {k: v for k, v in cfg.env_kwargs.items() if k not in ("reset_mode", "reset_on_failure")}
         phys = {**cfg.env_kwargs, "reset_mode": "physical"}
         super()._build(replace(cfg, env_kwargs=phys), _resumed_state)
         self.env = AutonomousPractice(self.env)   # ConfigError for a task without progress/collisions
-
-    @property
-    def eval_env(self):
-        if self._eval_env is None:
-            c = self.cfg
-            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, self._eval_kwargs,
-                                      c.reality_gap, c.sim_params)
-        return self._eval_env
 
     def _finish(self) -> dict:
         summary = super()._finish()

@@ -21,8 +21,9 @@ that must find it uses pixels (cameras `wrist`/`front`, same names and sizes on 
 
 Privileged vector (float32, only with `privileged_obs=True` on `backend="sim"`): the
 simulator's grasp-point position (3), then push/lift: cube position (3), cube quaternion
-(4, wxyz), cube - grasp point (3), and push: goal - cube (3). On `backend="real"` push/lift
-reward and success come from a `reward_source`.
+(4, wxyz; of the cube's 24 look-alike orientations the one nearest the identity, w >= 0, see
+`robolearn.tasks.cube_orientation`), cube - grasp point (3), and push: goal - cube (3).
+On `backend="real"` push/lift reward and success come from a `reward_source`.
 
 Workspace (grasp point, world frame, m): x [0.12, 0.32], y [-0.18, 0.18], z [0.02, 0.20];
 the table top is z = 0 and the arm base is at the origin.
@@ -40,6 +41,7 @@ from robolearn.env import (RobotEnv, check_choice, check_control_hz, check_obs_m
 from robolearn.errors import ConfigError
 from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
+from robolearn.tasks.cube_orientation import canonical_cube_quat
 
 WORKSPACE_LOW = np.array([0.12, -0.18, 0.02])
 WORKSPACE_HIGH = np.array([0.32, 0.18, 0.20])
@@ -58,6 +60,9 @@ REWARD_DISTANCE_CAP = 0.5
 PUSH_RADIUS = 0.03                               # push success: cube centre within 3 cm of goal
 LIFT_HEIGHT = 0.05                               # lift success: cube 5 cm above resting height
 CUBE_HALF = 0.015                                # the cube is 3 cm
+#: a start cube's yaw is the radial direction +- this (rad): a face toward the arm, as a person
+#: setting it down for the gripper would (teleport resets and the scripted `PlaceCube` alike)
+START_YAW_SPREAD = 0.3
 CUBE_REGION_LOW = np.array([0.16, -0.12])        # where the cube is placed on reset (x, y)
 CUBE_REGION_HIGH = np.array([0.28, 0.12])
 PUSH_GOAL_LOW = np.array([0.14, -0.15])          # where push goals may lie (x, y)
@@ -209,7 +214,7 @@ class ArmTask(Task):
         """Cube pose for a sim reset: on the table, yaw near the radial direction so the
         top-down parallel gripper (whose fingers close tangentially) can take it."""
         xy = rng.uniform(CUBE_REGION_LOW, CUBE_REGION_HIGH)
-        yaw = math.atan2(xy[1], xy[0]) + rng.uniform(-0.3, 0.3)
+        yaw = math.atan2(xy[1], xy[0]) + rng.uniform(-START_YAW_SPREAD, START_YAW_SPREAD)
         quat = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
         if not self.needs_cube:  # park it out of reach, hidden (still simulated, deterministic)
             return np.array([0.5, 0.3, CUBE_HALF]), quat
@@ -306,7 +311,8 @@ class ArmTask(Task):
         if not self.cube_dim():
             return ee.astype(np.float32)
         pos = self._cube_pos
-        return np.concatenate((ee, pos, self._cube_quat, pos - ee, self.cube_extra(pos))).astype(np.float32)
+        quat = canonical_cube_quat(self._cube_quat)
+        return np.concatenate((ee, pos, quat, pos - ee, self.cube_extra(pos))).astype(np.float32)
 
     def cube_extra(self, cube_pos: np.ndarray) -> np.ndarray:
         return np.zeros(0)
