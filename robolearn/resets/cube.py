@@ -57,7 +57,7 @@ class PlaceCube:
             if not _resting(cube):
                 raise ResetError(f"the cube is at height {cube[2]:.3f} m, not resting on the table "
                                  "(fallen off or stuck); put it back in the start region")
-            roll = _grasp_roll(cube, quat)
+            roll = yaw_off_radial(cube, quat)   # fingers square to the faces
             yield from mover.to((cube[0], cube[1], self.hover), open_=True, roll=roll)
             if not (yield from mover.to((cube[0], cube[1], self.grasp_z), open_=True, roll=roll, speed=0.6,
                                         max_periods=40, soft=True)):
@@ -75,11 +75,11 @@ class PlaceCube:
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False)
         # turn the wrist so the cube goes down a face toward the arm, yaw drawn like a teleport
         # start's: carried over from the grasp it could sit 45 deg off and offer the fingers an edge
+        # (the held cube turns with the wrist: its yaw off the radial direction follows the roll)
         cube, quat = _cube(task)
-        off_radial = -_grasp_roll(cube, quat)
         yaw = rng.uniform(-START_YAW_SPREAD, START_YAW_SPREAD)
         yield from mover.to((goal_xy[0], goal_xy[1], self.hover), open_=False,
-                            roll=mover.roll - mover.roll0 + off_radial - yaw)
+                            roll=mover.roll - mover.roll0 + yaw - yaw_off_radial(cube, quat))
         yield from mover.to((goal_xy[0], goal_xy[1], self.place_z), open_=False, speed=0.6)
         yield from mover.hold(self.close_steps, open_=True)
         yield from self._set_down(task, mover, goal_xy)
@@ -130,18 +130,20 @@ def _cube(task):
     return task.cube_pose()
 
 
-def _grasp_roll(cube: np.ndarray, quat: np.ndarray) -> float:
-    """Wrist-roll offset that lines the fingers up with the cube's faces: the yaw of a cube face
-    normal that lies flat (whichever face is up) relative to the radial direction (the roll the
-    home pose grasps at), folded into +-45 deg."""
+def yaw_off_radial(cube: np.ndarray, quat: np.ndarray) -> float:
+    """How far (rad) the cube's faces are turned from the radial direction, folded into +-45 deg
+    (a cube face normal that lies flat, whichever face is up). It is also the wrist-roll offset
+    from home that squares the fingers to the faces: the fingers' closing axis turns with the
+    roll, and at home it is tangential, square to a radially aligned cube.
+    (Until 2026-11-24 the grasp used minus this: fingers 2x the yaw off, a cube 22 deg off met
+    them across its diagonal and stuck between the open fingers.)"""
     w, x, y, z = (float(v) for v in quat)
     # columns of the cube's rotation matrix: its x and y axes in the world
     axes = ((1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)),
             (2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)))
     ax = min(axes, key=lambda a: abs(a[2]))          # the more horizontal of the two
-    yaw = math.atan2(ax[1], ax[0])
-    rel = yaw - math.atan2(cube[1], cube[0])
-    return -((rel + math.pi / 4) % (math.pi / 2) - math.pi / 4)
+    rel = math.atan2(ax[1], ax[0]) - math.atan2(cube[1], cube[0])
+    return (rel + math.pi / 4) % (math.pi / 2) - math.pi / 4
 
 
 class _EeMover:
