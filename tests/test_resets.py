@@ -489,3 +489,31 @@ def test_a_physical_reset_leaves_the_arm_at_rest(task):
             obs, *_ = env.step(rng.uniform(-1, 1, 4).astype(np.float32))
         obs, info = env.reset()
     env.close()
+
+
+@pytest.mark.parametrize("yaw_off_deg", [22.0, -22.0, 40.0])
+def test_cube_reset_grasps_a_turned_cube_square_and_sets_it_down_facing_the_arm(yaw_off_deg):
+    """A cube turned off the radial direction is grasped with the fingers square to its faces
+    (a wrong-signed roll met a cube 22 deg off across its diagonal, where it stuck between the
+    open fingers) and set down a face toward the arm, as teleport starts put it."""
+    import math
+
+    from robolearn.resets.cube import yaw_off_radial
+    from robolearn.tasks.arm import START_YAW_SPREAD
+
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
+    env.reset(seed=0)
+    task = env.unwrapped.task
+    xy = np.array([0.26, 0.08])
+    yaw = math.atan2(xy[1], xy[0]) + math.radians(yaw_off_deg)
+    task.sim.set_state(task.home_q, task.home_gripper, cube_pos=np.array([*xy, CUBE_HALF]),
+                       cube_quat=np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]))
+    task._fresh = False
+    assert math.degrees(yaw_off_radial(*task.cube_pose())) == pytest.approx(yaw_off_deg, abs=0.1)
+    _, info = env.reset()
+    rep = info["reset"]
+    assert rep["ok"] and rep["failures"] == 0, rep["message"]
+    pos, quat = task.cube_pose()
+    assert abs(pos[2] - CUBE_HALF) < 0.004
+    assert abs(yaw_off_radial(pos, quat)) < START_YAW_SPREAD + math.radians(5)
+    env.close()
