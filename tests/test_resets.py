@@ -517,3 +517,23 @@ def test_cube_reset_grasps_a_turned_cube_square_and_sets_it_down_facing_the_arm(
     assert abs(pos[2] - CUBE_HALF) < 0.004
     assert abs(yaw_off_radial(pos, quat)) < START_YAW_SPREAD + math.radians(5)
     env.close()
+
+
+def test_cube_reset_climbs_straight_up_from_a_low_hand_beside_the_cube():
+    """An episode can end with the hand low beside the cube; the reset climbs straight up
+    before it moves over the cube and turns the wrist (a diagonal climb swept the cube out
+    of the arm's reach, and every later reset failed)."""
+    import math
+
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
+    env.reset(seed=0)
+    task = env.unwrapped.task
+    cube = np.array([0.162, 0.137, CUBE_HALF])
+    yaw = math.atan2(cube[1], cube[0]) + math.radians(40)
+    q, _ = task.kin.ik(np.array([0.20, 0.11, 0.027]), task.home_q)
+    task.sim.set_state(q, task.spec.gripper_open, cube_pos=cube,
+                       cube_quat=np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]))
+    task._fresh = False
+    _, info = env.reset()
+    assert info["reset"]["ok"] and info["reset"]["failures"] == 0, info["reset"]["message"]
+    env.close()

@@ -58,6 +58,9 @@ class PlaceCube:
                 raise ResetError(f"the cube is at height {cube[2]:.3f} m, not resting on the table "
                                  "(fallen off or stuck); put it back in the start region")
             roll = yaw_off_radial(cube, quat)   # fingers square to the faces
+            # straight up first: a diagonal climb from where the episode left the hand, turning
+            # the wrist on the way, swept the cube out of reach
+            yield from mover.to((mover.ee[0], mover.ee[1], max(mover.ee[2], self.hover)), open_=True)
             yield from mover.to((cube[0], cube[1], self.hover), open_=True, roll=roll)
             if not (yield from mover.to((cube[0], cube[1], self.grasp_z), open_=True, roll=roll, speed=0.6,
                                         max_periods=40, soft=True)):
