@@ -7,10 +7,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import robolearn  # noqa: F401  (registers the env IDs)
-from robolearn.tasks.cube_orientation import canonical_cube_quat
 from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError, SafetyError
 from robolearn.tasks.arm import (DISTANCE_REWARD_SCALE, HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW,
                                  make_arm_env)
+from robolearn.tasks.cube_orientation import canonical_cube_quat
 
 ARM_IDS = ["robolearn/ArmReach-v0", "robolearn/ArmPush-v0", "robolearn/ArmLift-v0"]
 

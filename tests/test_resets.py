@@ -1,4 +1,5 @@
 """Physical resets: no teleports, scripted cube/car resets, supervisor failures, prompt, stats."""
+import math
 import os
 import sys
 import time
@@ -496,8 +497,6 @@ def test_cube_reset_grasps_a_turned_cube_square_and_sets_it_down_facing_the_arm(
     """A cube turned off the radial direction is grasped with the fingers square to its faces
     (a wrong-signed roll met a cube 22 deg off across its diagonal, where it stuck between the
     open fingers) and set down a face toward the arm, as teleport starts put it."""
-    import math
-
     from robolearn.resets.cube import yaw_off_radial
     from robolearn.tasks.arm import START_YAW_SPREAD
 
@@ -523,8 +522,6 @@ def test_cube_reset_climbs_straight_up_from_a_low_hand_beside_the_cube():
     """An episode can end with the hand low beside the cube; the reset climbs straight up
     before it moves over the cube and turns the wrist (a diagonal climb swept the cube out
     of the arm's reach, and every later reset failed)."""
-    import math
-
     env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
     env.reset(seed=0)
     task = env.unwrapped.task
