@@ -46,7 +46,7 @@ class EmulatedHand:
         self.moves = 0
 
     def place_cube(self, request: dict) -> dict:
-        from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+        from robolearn.sim.arm_workspace import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
 
         xy = request.get("xy")
         if xy is not None:

@@ -250,7 +250,7 @@ def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> Emu
             raise ConfigError("subprocess=True takes reality as a TOML path or 'mild' / 'hard'")
         argv += ["--reality", str(reality)]
     argv += ["--camera-port", str(camera_port)] if cameras else ["--no-cameras"]
-    from robolearn.runtime.children import die_with_parent
+    from robolearn.processes import die_with_parent
 
     p = sp.Popen(argv, stdout=sp.PIPE, stderr=sp.PIPE, text=True,
                  env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=die_with_parent())

@@ -30,7 +30,7 @@ def fetch_truth(url: str, timeout: float = 1.0) -> dict:
 
 def true_success(task, truth: dict) -> bool | None:
     """The arm task's success test on true poses (None where no test applies)."""
-    from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT, PUSH_RADIUS, REACH_RADIUS
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT, PUSH_RADIUS, REACH_RADIUS
 
     name = getattr(task, "name", None)
     if name == "reach":

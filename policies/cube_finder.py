@@ -12,7 +12,7 @@ trained on 4000 randomised renders of it at uniform reachable points did not lea
 (held-out error 118 mm, the same as always guessing the mean). The cube is the only red thing
 on the table, though, so its pixel centre is found by its colour to a fraction of a pixel,
 and a fixed camera maps the table plane to the image by a homography. That map is what the
-camera calibration (perception_calibration.py) measures on the robot: the arm puts the cube
+camera calibration (robolearn/runtime/perception_calibration.py) measures on the robot: the arm puts the cube
 at points it knows from its kinematics and the camera sees where. Eight numbers, fitted by
 least squares from ~30 placements, reported with their held-out error. A frame without a red
 blob is "not seen" (a ResetError: the operator is asked), never a guess.
@@ -159,7 +159,7 @@ class CubeFinder:
         if tuple(image.shape) != tuple(self.image_shape):
             raise ConfigError(f"cube finder {self.source or ''} was fitted on {tuple(self.image_shape)} "
                               f"images, the camera gives {tuple(image.shape)}; set image_size to match")
-        from robolearn.resets.cube import in_reach
+        from robolearn.sim.arm_workspace import in_reach
 
         h = np.asarray(self.homography)
         c = blob_centre(image, self.rule, accept=lambda uv: bool(in_reach(apply_homography(h, uv)[0])))
@@ -213,8 +213,8 @@ class CubeFinder:
 def sample_reachable_xy(rng: np.random.Generator, start_region_share: float = 0.3) -> np.ndarray:
     """A uniform point of the reset's reach area (or, `start_region_share` of the time, of the
     start region)."""
-    from robolearn.resets.cube import REACH_HIGH, REACH_LOW, in_reach
-    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW
+    from robolearn.sim.arm_workspace import REACH_HIGH, REACH_LOW, in_reach
+    from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     if rng.random() < start_region_share:
         return rng.uniform(CUBE_REGION_LOW, CUBE_REGION_HIGH)
@@ -231,7 +231,7 @@ def render_look_frames(env, n: int, rng: np.random.Generator, camera: str = "fro
     calibration instead."""
     import math
 
-    from robolearn.tasks.arm import CUBE_HALF
+    from robolearn.sim.arm_workspace import CUBE_HALF
 
     base = env.unwrapped
     task, sim, cam = base.task, base.sim, base.backend.cameras[camera]

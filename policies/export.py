@@ -64,7 +64,7 @@ class DeterministicPolicy(nn.Module):
 
 def load_agent(checkpoint: str | Path):
     """(agent, TrainConfig) from a run folder, policy weights only (as an actor loads them)."""
-    from robolearn.policies.training import load_agent as _load
+    from robolearn.policies.checkpoints import load_agent as _load
 
     agent, env, cfg = _load(checkpoint)
     env.close()

@@ -1,4 +1,4 @@
-"""RobotEnv: a Gymnasium env made of a backend (sim or real) and a task, plus registration.
+"""RobotEnv: a Gymnasium env made of a task (over a sim or real backend) and ready objects.
 
 Contract (relied on by learners, teleop, recording and the runtime):
 - observations are a Dict: `state` (float32 vector) and/or one uint8 HxWx3 array per camera,
@@ -20,25 +20,21 @@ episode from wherever the world is (see robolearn/resets). The reset info carrie
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
-from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError
-from robolearn.rewards.base import RewardSource
+from robolearn.checks import check_obs_mode, validate_action
+from robolearn.errors import ConfigError, EnvClosedError
+from robolearn.reset_report import ResetReport
 from robolearn.robot import Backend
 from robolearn.tasks.base import Task
 
-OBS_MODES = ("state", "pixels", "both")
 PRIVILEGED_KEY = "privileged"  # the observation key of simulator-only truth
-# Actions are rejected beyond this (float32 rounding of a tanh squash stays inside it).
-ACTION_TOLERANCE = 1e-5
 
 
 class RobotEnv(gym.Env):
-    """Gymnasium env over any backend. Build it with `make_task_env` or `gymnasium.make`."""
+    """Gymnasium env over any backend. Build it with `gymnasium.make` (robolearn/compose/envs.py)."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10, "control_hz": 10.0}
 
@@ -47,29 +43,42 @@ class RobotEnv(gym.Env):
         task: Task,
         obs: str = "state",
         render_mode: str | None = None,
-        reward_source: RewardSource | None = None,
+        reward_source=None,
         render_size: tuple[int, int] = (240, 320),
         privileged_obs: bool = False,
-        reset_mode: str | None = None,
-        reset_on_failure: str | None = None,
-        reset_timeout: float = 60.0,
-        reset_prompt=None,
+        reset_mode: str = "teleport",
+        resets=None,
     ):
+        """Every argument is a ready object or a plain value; nothing here reads a file.
+
+        task: the `Task` (owns its backend: robot, cameras, simulator handle).
+        obs: "state" | "pixels" | "both"; privileged_obs: add simulator truth (sim only).
+        reward_source: None (the task's own reward) or a reward-source object: called as
+            `source(obs, info) -> (reward, success)`, `reset()` at each episode, `bind(env)` if
+            it has one (it may read cameras the policy does not see). Folder paths and
+            `[reward]` tables become such objects in robolearn/compose/envs.py.
+        reset_mode: "teleport" (the simulator writes the start state) or "physical" (the
+            task's reset controller runs under `resets`).
+        resets: a `ResetSupervisor` (robolearn/resets/supervisor.py); needed for physical mode.
+        """
         check_obs_mode(obs)
         if not isinstance(privileged_obs, bool):
             raise ConfigError(f"privileged_obs={privileged_obs!r}: pass True or False")
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"render_mode={render_mode!r}: only None or 'rgb_array' is supported")
+        if reset_mode not in ("teleport", "physical"):
+            raise ConfigError(f"reset_mode={reset_mode!r}: 'teleport' or 'physical'")
+        if reset_mode == "physical" and resets is None:
+            raise ConfigError("reset_mode='physical' needs resets= (a ResetSupervisor)")
+        if isinstance(reward_source, (str, dict)) or hasattr(reward_source, "__fspath__"):
+            raise ConfigError(f"reward_source={reward_source!r}: RobotEnv takes a reward-source object; "
+                              "make the env with gymnasium.make(...) to load a model folder or table")
         self.task = task
         self.backend: Backend = task.backend
         self.obs_mode = obs
         self.render_mode = render_mode
-        if reward_source is not None:  # an object, a model folder path, or a [reward] table
-            from robolearn.rewards.serving import make_reward_source
-
-            reward_source = make_reward_source(reward_source)
-            if hasattr(reward_source, "bind"):  # may read cameras the policy does not observe
-                reward_source.bind(self)
+        if reward_source is not None and hasattr(reward_source, "bind"):
+            reward_source.bind(self)  # may read cameras the policy does not observe
         self.reward_source = reward_source
         self.render_size = render_size
         hz = task.control_hz
@@ -90,33 +99,8 @@ class RobotEnv(gym.Env):
         self._closed = False
         self._needs_reset = True
         self._last_obs: dict[str, np.ndarray] | None = None
-        self._setup_resets(reset_mode, reset_on_failure, reset_timeout, reset_prompt)
-
-    def _setup_resets(self, reset_mode, on_failure, timeout, prompt) -> None:
-        import sys
-
-        from robolearn.resets.modes import check_on_failure, resolve_reset_mode
-        from robolearn.resets.supervisor import ResetSupervisor
-
-        self.reset_mode = resolve_reset_mode(reset_mode, self.backend.kind)
-        if isinstance(prompt, str):  # from a launch file: "terminal", "operator:URL" or "operator:sim"
-            from robolearn.teleop.operator import make_prompt
-
-            prompt = make_prompt(prompt, sim=self.backend.privileged)
-        if on_failure is None:  # an operator can only be asked where there is a terminal
-            on_failure = "prompt" if (prompt is not None or sys.stdin.isatty()) else "raise"
-        check_on_failure(on_failure)
-        if on_failure == "prompt" and prompt is None:
-            from robolearn.resets.prompt import HumanPrompt
-
-            prompt = HumanPrompt()
-        try:
-            timeout = float(timeout)
-        except (TypeError, ValueError):
-            raise ConfigError(f"reset_timeout={timeout!r}: give seconds (a number > 0)") from None
-        self.resets = ResetSupervisor(self.backend.robot, on_failure=on_failure, timeout_s=timeout,
-                                      wall_timeout_s=max(2.0 * timeout, 30.0), prompt=prompt,
-                                      teleports=self.teleport_count)
+        self.reset_mode = reset_mode
+        self.resets = resets
 
     def teleport_count(self) -> int:
         """Simulator state writes so far (0 on hardware): physical mode must never add any."""
@@ -141,8 +125,6 @@ class RobotEnv(gym.Env):
     _TASK_CONTROLLER = object()
 
     def _reset_world(self, options: dict) -> dict:
-        from robolearn.resets.stats import ResetReport
-
         unknown = sorted(set(options) - {"reset_controller"})
         if unknown:
             raise ConfigError(f"unknown reset option(s) {unknown}; accepted: reset_controller")
@@ -239,43 +221,6 @@ class RobotEnv(gym.Env):
             raise EnvClosedError("this env was closed; make a new one with gymnasium.make(...)")
 
 
-# ------------------------------------------------------------------------------ factories
-def env_owning_backend(backend: Backend, make_task: Callable[[Backend], Task], **env_kwargs) -> RobotEnv:
-    """A `RobotEnv` on `make_task(backend)` that closes the backend if the task or the env
-    cannot be built, so a bad option never leaves a serial port, camera or emulator open."""
-    try:
-        return RobotEnv(make_task(backend), **env_kwargs)
-    except Exception:
-        backend.close()
-        raise
-
-
-def validate_action(action, space: gym.spaces.Box) -> np.ndarray:
-    """Return `action` as float64 of `space`'s shape, or raise InvalidActionError.
-
-    Module-level so every env and action wrapper (dm_control adapter, latency) rejects bad
-    actions the same way `RobotEnv` does.
-    """
-    try:
-        a = np.asarray(action, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidActionError(f"action {action!r} is not numeric: {exc}") from None
-    shape = space.shape
-    if a.shape != shape:
-        raise InvalidActionError(f"action has shape {a.shape}, expected {shape}")
-    lo, hi = space.low, space.high
-    # One comparison pass on the hot path; NaN fails it too and is reported as NaN below.
-    if not ((a >= lo - ACTION_TOLERANCE) & (a <= hi + ACTION_TOLERANCE)).all():
-        if not np.all(np.isfinite(a)):
-            bad = np.flatnonzero(~np.isfinite(a)).tolist()
-            raise InvalidActionError(f"action has NaN/inf at indices {bad}: {a.tolist()}")
-        bad = np.flatnonzero((a < lo - ACTION_TOLERANCE) | (a > hi + ACTION_TOLERANCE)).tolist()
-        raise InvalidActionError(
-            f"action out of range [-1, 1] at indices {bad}: {a.tolist()} "
-            "(squash or clip in the policy; the env does not clamp silently)")
-    return np.minimum(np.maximum(a, lo), hi)  # == np.clip(a, lo, hi), without its overhead
-
-
 def privileged_space(task: Task) -> gym.spaces.Box:
     """The task's `privileged` space, or a ConfigError saying why there is none."""
     if task.backend.privileged is None:
@@ -286,70 +231,3 @@ def privileged_space(task: Task) -> gym.spaces.Box:
     if space is None:
         raise ConfigError(f"{type(task).__name__} has no privileged observation; drop privileged_obs")
     return space
-
-
-def check_obs_mode(obs: str) -> None:
-    if obs not in OBS_MODES:
-        raise ConfigError(f"obs={obs!r}: choose one of {', '.join(OBS_MODES)}")
-
-
-def check_control_hz(control_hz: float, max_hz: float = 1000.0) -> float:
-    try:
-        hz = float(control_hz)
-    except (TypeError, ValueError):
-        raise ConfigError(f"control_hz={control_hz!r} is not a number") from None
-    if not np.isfinite(hz) or hz <= 0 or hz > max_hz:
-        raise ConfigError(f"control_hz={control_hz!r}: must be in (0, {max_hz}]")
-    return hz
-
-
-def check_choice(name: str, value: Any, choices: tuple) -> Any:
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r}: choose one of {', '.join(map(repr, choices))}")
-    return value
-
-
-# ---------------------------------------------------------------------------- registration
-# Each module's `register()` calls gymnasium.register with string entry points, so importing
-# robolearn stays cheap. New env families add their module here.
-ENV_MODULES = ("robolearn.tasks.arm", "robolearn.tasks.car", "robolearn.sim.dmc")
-
-
-def register_all() -> None:
-    for mod in ENV_MODULES:
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # a family not built yet (development only)
-            if exc.name == mod:
-                continue
-            raise
-        module.register()
-
-
-def resolve_env_id(env_id: str) -> str:
-    """Gymnasium's `module:EnvId-v0` syntax: import `module` (which registers its envs) and
-    return the plain ID; a plain ID is returned as it is."""
-    if ":" not in env_id:
-        return env_id
-    import importlib
-
-    from robolearn.errors import ConfigError
-
-    module, _, plain = env_id.partition(":")
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(f"env {env_id!r}: cannot import module {module!r} ({exc}); install it "
-                          "or put it on PYTHONPATH") from None
-    return plain
-
-
-def registered_ids() -> list[str]:
-    """Env IDs in the `robolearn/` namespace, sorted."""
-    register_all()
-    return sorted(k for k in gym.registry if k.startswith("robolearn/"))
-
-
-def register_once(env_id: str, entry_point: str | Callable, **kwargs) -> None:
-    if env_id not in gym.registry:
-        gym.register(id=env_id, entry_point=entry_point, **kwargs)

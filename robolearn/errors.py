@@ -43,3 +43,12 @@ class DatasetError(RobolearnError, IOError):
 
 class TrainingError(RobolearnError, RuntimeError):
     """Training hit a non-recoverable condition (e.g. NaN loss) at a known step."""
+
+
+class ResetError(RobolearnError, RuntimeError):
+    """A reset could not bring the world back to the start distribution (the message says why
+    and what to do)."""
+
+
+class ResetAbortedError(ResetError):
+    """The operator chose to quit at the reset prompt."""

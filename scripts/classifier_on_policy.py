@@ -22,10 +22,10 @@ def main() -> None:
     ap.add_argument("--png", help="save the first false-positive frames here")
     args = ap.parse_args()
 
-    from robolearn.policies.training import load_policy
+    from robolearn.policies.checkpoints import load_policy
     from robolearn.rewards.classifier import ClassifierReward
     from robolearn.rewards.evaluate import env_kwargs_for
-    from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
     clf = ClassifierReward(args.model)
     act, env, _ = load_policy(args.run, env_kwargs={**env_kwargs_for(clf.meta), "privileged_obs": True})

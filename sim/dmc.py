@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robolearn.env import check_obs_mode, register_once, validate_action
+from robolearn.checks import check_obs_mode, validate_action
 from robolearn.errors import ConfigError, EnvClosedError
 
 # (domain, task) pairs of dm_control.suite.ALL_TASKS (dm-control 1.0.x); tests compare them.
@@ -84,10 +84,9 @@ def env_id(domain: str, task: str) -> str:
     return f"robolearn/dmc-{domain}-{task}-v0"
 
 
-def register() -> None:
-    for domain, task in DMC_TASKS:
-        register_once(env_id(domain, task), entry_point="robolearn.sim.dmc:DmcEnv",
-                      kwargs={"domain": domain, "task": task})
+def registrations() -> list[tuple[str, dict]]:
+    """(env ID, DmcEnv kwargs) of every suite task, for robolearn.registry."""
+    return [(env_id(domain, task), {"domain": domain, "task": task}) for domain, task in DMC_TASKS]
 
 
 class DmcSim:
@@ -308,5 +307,7 @@ def _check_size(name: str, size) -> tuple[int, int]:
 
 def make_dmc(domain: str, task: str, **kwargs: Any) -> gym.Env:
     """`gymnasium.make` for a (domain, task) pair."""
-    register()
-    return gym.make(env_id(domain, task), **kwargs)
+    eid = env_id(domain, task)
+    if eid not in gym.registry:
+        gym.register(id=eid, entry_point="robolearn.sim.dmc:DmcEnv", kwargs={"domain": domain, "task": task})
+    return gym.make(eid, **kwargs)

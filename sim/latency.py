@@ -24,7 +24,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from robolearn.env import validate_action
+from robolearn.checks import validate_action
 from robolearn.errors import ConfigError
 
 # Per-wrapper salts: one reset seed gives each wrapper its own independent stream.

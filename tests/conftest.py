@@ -18,7 +18,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def env_ids():
-    from robolearn.env import registered_ids
+    from robolearn.registry import registered_ids
 
     return registered_ids()
 

@@ -8,8 +8,8 @@ from gymnasium.utils.env_checker import check_env
 
 import robolearn  # noqa: F401  (registers the env IDs)
 from robolearn.errors import ConfigError, EnvClosedError, InvalidActionError, SafetyError
-from robolearn.tasks.arm import (DISTANCE_REWARD_SCALE, HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW,
-                                 make_arm_env)
+from robolearn.sim.arm_workspace import DISTANCE_REWARD_SCALE, HOME_EE, WORKSPACE_HIGH, WORKSPACE_LOW
+from robolearn.compose.envs import make_arm_env
 from robolearn.tasks.cube_orientation import canonical_cube_quat
 
 ARM_IDS = ["robolearn/ArmReach-v0", "robolearn/ArmPush-v0", "robolearn/ArmLift-v0"]
@@ -333,7 +333,7 @@ def test_a_cube_off_the_table_lands_on_the_floor_and_the_push_reward_stays_bound
     (a reset-free run once logged -5000 a step from a cube falling for 14 s)."""
     import gymnasium as gym
 
-    from robolearn.tasks.arm import DISTANCE_REWARD_SCALE, REWARD_DISTANCE_CAP
+    from robolearn.sim.arm_workspace import DISTANCE_REWARD_SCALE, REWARD_DISTANCE_CAP
 
     env = gym.make("robolearn/ArmPush-v0")
     env.reset(seed=0)

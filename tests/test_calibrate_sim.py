@@ -15,10 +15,11 @@ import pytest
 
 from robolearn.data.dataset import DatasetWriter
 from robolearn.drivers.emulation import start_emulator
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.errors import ConfigError
-from robolearn.policies.training import make_env
-from robolearn.sim.sysid import ExcitationDevice, load_sim_params, save_sim_params
+from robolearn.policies.env_building import make_env
+from robolearn.sim.sysid import load_sim_params, save_sim_params
+from robolearn.runtime.sim_fit import ExcitationDevice
 from robolearn.teleop.recorder import record
 
 register_all()
@@ -64,7 +65,7 @@ def test_calibrate_sim_recovers_a_hidden_servo_speed(tmp_path):
 
 
 def test_train_and_launch_configs_accept_sim_params(tmp_path):
-    from robolearn.policies.training import config_from_dict as train_config
+    from robolearn.policies.train_config import config_from_dict as train_config
     from robolearn.runtime.actor import _make_env
     from robolearn.runtime.config import config_from_dict as launch_config
 
@@ -133,7 +134,7 @@ def test_replay_commands_from_the_measured_start_like_the_hardware(tmp_path):
     relative to that. The replay must do the same, or the sag biases every replayed target
     (the previous replay, kept in the bench as `HomeStartReplayer`)."""
     from robolearn.bench.sim2real import HomeStartReplayer
-    from robolearn.sim.sysid import Recorded, Replayer
+    from robolearn.runtime.sim_fit import Recorded, Replayer
 
     p = tmp_path / "soft.toml"
     save_sim_params(p, "arm", {"servo_gain_scale": 0.3})

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.errors import ConfigError, InvalidActionError
 from robolearn.robot import Car
 from robolearn.sim.car import MAX_STEER, CarSim
 from robolearn.sim.track import Piece, Track, rounded_rectangle
-from robolearn.tasks.car import ENV_ID, make_car_env
+from robolearn.compose.envs import make_car_env
+from robolearn.tasks.car import ENV_ID
 
 INFO_KEYS = ("lap_time", "best_lap_time", "laps", "collisions", "checkpoint", "off_track",
              "progress", "success", "t_obs", "overrun")

@@ -3,7 +3,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.tasks.car import ENV_ID
 from robolearn.tasks.scripted import make_scripted
 

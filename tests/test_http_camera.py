@@ -15,7 +15,7 @@ from robolearn.data.dataset import Dataset, DatasetWriter
 from robolearn.drivers.camera import OpenCVCamera
 from robolearn.drivers.emulation import start_emulator
 from robolearn.drivers.mjpeg_server import MjpegServer
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.errors import CameraError
 
 register_all()

@@ -2,7 +2,9 @@
 (cheap random steps vs learning steps with updates), not one average rate."""
 import re
 
-from robolearn.policies.training import Eta, TrainConfig, Trainer
+from robolearn.policies.progress import Eta
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
 
 
 class Clock:

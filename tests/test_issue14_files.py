@@ -8,8 +8,11 @@ import pytest
 
 from robolearn.cli import main
 from robolearn.errors import DatasetError
-from robolearn.policies import training
-from robolearn.policies.training import TrainConfig, Trainer, find_checkpoint
+from robolearn.compose.training import train
+from robolearn.policies import checkpoints
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.checkpoints import find_checkpoint
 
 PEND = dict(env="Pendulum-v1", steps=60, learning_starts=30, eval_every=0, eval_episodes=1,
             max_episode_steps=20, checkpoint_every=20, progress=False, video=False,
@@ -19,7 +22,7 @@ PEND = dict(env="Pendulum-v1", steps=60, learning_starts=30, eval_every=0, eval_
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "pend"
-    training.train(TrainConfig(out=str(out), **PEND))
+    train(TrainConfig(out=str(out), **PEND))
     return out
 
 
@@ -46,7 +49,7 @@ def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
 def test_disk_full_at_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
     out = tmp_path / "run"
     trainer = Trainer(TrainConfig(out=str(out), **PEND))
-    real = training.save_state
+    real = checkpoints.save_state
     calls = []
 
     def full_disk(path, tree):
@@ -56,7 +59,7 @@ def test_disk_full_at_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch)
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, tree)
 
-    monkeypatch.setattr(training, "save_state", full_disk)
+    monkeypatch.setattr(checkpoints, "save_state", full_disk)
     try:
         with pytest.raises(DatasetError, match="No space left") as exc:
             trainer.run()
@@ -67,7 +70,7 @@ def test_disk_full_at_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch)
     ckpt = find_checkpoint(out)
     assert ckpt.name == "step_000000020"                      # the earlier checkpoint survives
     assert (out / "metrics.jsonl").read_text().strip()        # and the metrics
-    monkeypatch.setattr(training, "save_state", real)
+    monkeypatch.setattr(checkpoints, "save_state", real)
     assert main(["train", "--resume", str(out), "--no-progress", "--no-video"]) == 0
 
 

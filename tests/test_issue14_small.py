@@ -58,7 +58,7 @@ def test_non_utf8_launch_file_is_a_clear_error(tmp_path, capsys, verb):
 
 # ------------------------------------------------------------ .npz demos with pickled arrays
 def test_npz_demo_with_object_arrays_does_not_suggest_allow_pickle(tmp_path):
-    from robolearn.policies.training import load_npz_transitions
+    from robolearn.policies.demos import load_npz_transitions
 
     f = tmp_path / "demos.npz"
     np.savez(f, obs_state=np.array([{"a": 1}], dtype=object), action=np.zeros((1, 1)),
@@ -112,7 +112,7 @@ def test_rendering_script_exits_without_egl_tracebacks(tmp_path, env_id, close):
 def test_training_docs_state_the_eval_video_episode_count():
     from pathlib import Path
 
-    from robolearn.policies.training import EVAL_VIDEO_EPISODES
+    from robolearn.policies.trainer import EVAL_VIDEO_EPISODES
 
     words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()

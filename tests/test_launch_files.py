@@ -24,6 +24,6 @@ def test_launch_file_validates(path):
             assert cfg.finetune is not None and cfg.finetune.checkpoint
             assert cfg.finetune.reality == "hard"   # measured against the hard reality by default
     else:
-        from robolearn.policies.training import load_launch
+        from robolearn.policies.train_config import load_launch
 
         load_launch(path)

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from robolearn.policies.training import TrainConfig, read_metrics, train
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.curves import read_metrics
+from robolearn.compose.training import train
 
 
 @pytest.mark.slow

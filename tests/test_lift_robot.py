@@ -17,8 +17,8 @@ import pytest
 import robolearn  # noqa: F401  (registers the envs)
 from robolearn import cli
 from robolearn.errors import ConfigError, DatasetError, DeviceError
-from robolearn.resets.supervisor import ResetError
-from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+from robolearn.errors import ResetError
+from robolearn.sim.arm_workspace import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
 
 LIFT = "robolearn/ArmLift-v0"
 
@@ -144,7 +144,8 @@ def test_record_on_the_robot_with_the_operators_labels(robot, tmp_path):
     """`robolearn record` on backend="real" for lift: no reward model, so the device's labels:
     frames marked while the true cube is lifted, rewards missing (NaN), success by the device."""
     from robolearn.data.dataset import Dataset
-    from robolearn.policies.training import load_demos, make_env
+    from robolearn.policies.demos import load_demos
+    from robolearn.policies.env_building import make_env
     from robolearn.teleop.operator import hand_place_cube
 
     hand_place_cube(robot.hand_url, xy=(0.22, 0.0))
@@ -371,7 +372,7 @@ def test_camera_reset_with_the_fitted_finder_in_sim(finder):
 def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_path):
     """The arm moves the cube; each frame's label comes from its kinematics (checked here
     against the sim's truth), and the finder fitted from them finds the cube."""
-    import robolearn.policies.perception_calibration as PC
+    import robolearn.runtime.perception_calibration as PC
 
     env = gym.make(LIFT, obs="both", camera="front", reset_mode="physical")
     base = env.unwrapped
@@ -411,7 +412,7 @@ def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_p
 
     # the lift success classifier from the same frames: labels from the cube's height
     from robolearn.rewards.serving import make_reward_source
-    from robolearn.tasks.arm import LIFT_HEIGHT
+    from robolearn.sim.arm_workspace import LIFT_HEIGHT
 
     h = frames["episode"]["labels"][:, 2] - CUBE_HALF
     lifted, keep = PC.success_labels(h, LIFT_HEIGHT, 0.01)
@@ -430,7 +431,7 @@ def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_p
 
 
 def test_success_labels_leave_out_the_unsure_band():
-    import robolearn.policies.perception_calibration as PC
+    import robolearn.runtime.perception_calibration as PC
 
     lab, keep = PC.success_labels(np.array([0.0, 0.03, 0.045, 0.05, 0.055, 0.07]), 0.05, 0.01)
     assert lab.tolist() == [False, False, False, True, True, True]
@@ -487,7 +488,7 @@ def _untrained_localiser(out):
 def test_localiser_adaptation_learns_the_robots_labels_and_is_saved(tmp_path):
     """adapt_localiser moves a localiser to the labels of the robot's frames (its error on them
     drops), and calibrate_localisers saves it loadable, with the report in its meta."""
-    import robolearn.policies.perception_calibration as PC
+    import robolearn.runtime.perception_calibration as PC
     from robolearn.policies.perception import Localiser
 
     loc = _untrained_localiser(tmp_path / "loc")

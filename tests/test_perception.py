@@ -20,7 +20,10 @@ from robolearn import cli
 from robolearn.errors import ConfigError, DatasetError
 from robolearn.policies.perception import META, WEIGHTS, Localiser, PerceptionFeatures, find_localiser
 from robolearn.policies.serialize import flatten_state
-from robolearn.policies.training import TrainConfig, Trainer, load_policy, make_env
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.checkpoints import load_policy
+from robolearn.policies.env_building import make_env
 
 LIFT = "robolearn/ArmLift-v0"
 SMALL = {"actor_hidden": [32, 32], "critic_hidden": [32, 32], "batch_size": 16}
@@ -280,7 +283,7 @@ def test_launch_file_parses_and_builds_its_learner(model, tmp_path, capsys, monk
     from pathlib import Path
 
     from robolearn.policies.registry import make_agent
-    from robolearn.policies.training import load_launch
+    from robolearn.policies.train_config import load_launch
 
     launch = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_perception.toml"
     cfg = load_launch(launch)

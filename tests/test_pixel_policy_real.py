@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from robolearn.drivers.emulation import start_emulator
-from robolearn.env import register_all
-from robolearn.policies.training import TrainConfig, Trainer, load_policy
+from robolearn.registry import register_all
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.checkpoints import load_policy
 
 register_all()
 REACH = "robolearn/ArmReach-v0"

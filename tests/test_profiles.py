@@ -3,7 +3,8 @@ import pytest
 
 from robolearn.errors import ConfigError
 from robolearn.policies.registry import PROFILES, profile_overrides
-from robolearn.policies.training import TrainConfig, Trainer
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
 
 
 def _trainer(tmp_path, **kw):

@@ -12,7 +12,7 @@ import pytest
 
 from robolearn.drivers.emulator_arm import ArmEmulator, ArmSimPlant
 from robolearn.drivers.emulator_car import CarEmulator
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.errors import ConfigError, DeviceDisconnectedError
 from robolearn.tasks.scripted import make_scripted
 

@@ -2,7 +2,8 @@
 import pytest
 
 from robolearn.errors import ConfigError
-from robolearn.policies.training import load_launch, make_env
+from robolearn.policies.train_config import load_launch
+from robolearn.policies.env_building import make_env
 from robolearn.runtime.config import load_launch as load_async_launch
 
 LAUNCH = "launch/reality_gap_arm.toml"

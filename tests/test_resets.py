@@ -11,8 +11,8 @@ import pytest
 import robolearn  # noqa: F401
 from robolearn.errors import ConfigError
 from robolearn.resets.modes import resolve_reset_mode
-from robolearn.resets.supervisor import ResetAbortedError, ResetError
-from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+from robolearn.errors import ResetAbortedError, ResetError
+from robolearn.sim.arm_workspace import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
 
 
 def test_unknown_reset_mode_is_a_clear_error():
@@ -321,7 +321,7 @@ def test_checkpoints_from_a_slow_lap_follow_the_track():
 
 
 def test_reset_stats_total_up():
-    from robolearn.resets.stats import ResetReport, ResetStats
+    from robolearn.reset_report import ResetReport, ResetStats
 
     st = ResetStats()
     st.add(ResetReport(kind="scripted", seconds=2.0))
@@ -344,7 +344,7 @@ def test_bench_car_slow_lap_and_lap_timing(tmp_path):
     """The car-learned bench's pieces: one slow demonstration lap (a loadable --demos .npz whose
     lap is slower than pure pursuit's) and lap timing of a driver on fixed episodes."""
     from robolearn.bench.resets import _pure_pursuit, eval_laps, slow_demo_lap
-    from robolearn.policies.training import load_npz_transitions
+    from robolearn.policies.demos import load_npz_transitions
 
     demo = slow_demo_lap(str(tmp_path / "lap.npz"), seed=0)
     t = load_npz_transitions(tmp_path / "lap.npz")
@@ -498,7 +498,7 @@ def test_cube_reset_grasps_a_turned_cube_square_and_sets_it_down_facing_the_arm(
     (a wrong-signed roll met a cube 22 deg off across its diagonal, where it stuck between the
     open fingers) and set down a face toward the arm, as teleport starts put it."""
     from robolearn.resets.cube import yaw_off_radial
-    from robolearn.tasks.arm import START_YAW_SPREAD
+    from robolearn.sim.arm_workspace import START_YAW_SPREAD
 
     env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise")
     env.reset(seed=0)

@@ -6,7 +6,9 @@ import pytest
 
 import robolearn  # noqa: F401
 from robolearn.errors import ConfigError
-from robolearn.policies.training import TrainConfig, Trainer, config_from_dict, train
+from robolearn.policies.train_config import TrainConfig, config_from_dict
+from robolearn.policies.trainer import Trainer
+from robolearn.compose.training import build_trainer, resume_trainer, train
 
 
 def test_start_state_classifier_separates_start_region_from_elsewhere():
@@ -27,7 +29,7 @@ def test_start_classifier_agrees_with_the_true_push_start_region():
     import gymnasium as gym
 
     from robolearn.resets.learned import fit_start_classifier, start_state_examples
-    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW
+    from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
     key, idx = env.unwrapped.task.start_state_features()
@@ -42,9 +44,9 @@ def test_start_classifier_agrees_with_the_true_push_start_region():
 
 
 def test_backward_reward_never_pays_for_staying_away():
-    from robolearn.resets.learned import ForwardBackwardTrainer
+    from robolearn.resets.learned import ForwardBackwardHooks
 
-    r = ForwardBackwardTrainer.backward_reward
+    r = ForwardBackwardHooks.backward_reward
     # every step before arriving costs; arriving (episode end) is the best a trajectory can do
     assert all(r(p) <= 0 for p in np.linspace(0, 1, 11)) and r(0.2) < r(0.6)
     assert all(r(p, lg, d) <= 0 for p in (0.0, 0.5, 1.0) for lg in (-100.0, -3.0, 0.0, 5.0) for d in (0.0, 0.1))
@@ -59,8 +61,8 @@ def test_the_start_models_log_odds_point_the_cube_back_to_the_region():
     while p(start) itself is flat out there."""
     import gymnasium as gym
 
-    from robolearn.resets.learned import ForwardBackwardTrainer, fit_start_classifier, start_state_examples
-    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW
+    from robolearn.resets.learned import ForwardBackwardHooks, fit_start_classifier, start_state_examples
+    from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
     key, idx = env.unwrapped.task.start_state_features()
@@ -77,7 +79,7 @@ def test_the_start_models_log_odds_point_the_cube_back_to_the_region():
         assert lg_far < lg_near < 0, (direction, lg_far, lg_near)
         p_far, p_near = clf.prob(np.array([far, near]))
         assert p_far < 0.05 and p_near < 0.5
-        r = ForwardBackwardTrainer.backward_reward
+        r = ForwardBackwardHooks.backward_reward
         assert r(p_far, lg_far) < r(p_near, lg_near)
 
 
@@ -109,20 +111,20 @@ def test_train_logs_reset_records_and_totals(tmp_path):
 def test_forward_backward_training_runs_reset_free(tmp_path, monkeypatch):
     from robolearn.resets import learned
 
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "examples", 6)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 100)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "examples", 6)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "classifier_steps", 100)
     cfg = TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=200, out=str(tmp_path / "fb"),
                       eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
                       learning_starts=200, resets="learned", max_episode_steps=50)
-    trainer = learned.make_trainer(cfg)
-    assert isinstance(trainer, learned.ForwardBackwardTrainer)
+    trainer = build_trainer(cfg)
+    assert isinstance(trainer.hooks, learned.ForwardBackwardHooks)
     try:
         summary = trainer.run()
         sim = trainer.env.unwrapped.sim
         assert trainer.env.unwrapped.reset_mode == "physical" and sim.teleports == 0
         assert trainer.eval_env.unwrapped.reset_mode == "teleport"   # the true success rate
         # shared experience: every env step is in both replays, each with its own reward
-        assert len(trainer.replay) == len(trainer.backward_replay) == 200
+        assert len(trainer.replay) == len(trainer.hooks.backward_replay) == 200
     finally:
         trainer.close()
     assert summary["forward_env_steps"] + summary["backward_env_steps"] == 200
@@ -138,39 +140,55 @@ def test_forward_backward_training_runs_reset_free(tmp_path, monkeypatch):
     back = [r for r in recs if r.get("phase") == "backward"]
     assert all("start_state_true" in r for r in back)
     assert all(r["return"] <= 0 for r in back)     # p(start) - 1: staying away never pays
-    with pytest.raises(ConfigError, match="--resume is not supported"):
-        learned.ForwardBackwardTrainer(cfg, _resumed_state={"demo_count": 0})
 
 
-def test_resume_of_a_learned_run_is_refused_clearly(tmp_path, monkeypatch):
-    """`robolearn train --resume` of a --resets learned run must not quietly continue it as a
-    plain teleport-reset run."""
-    from robolearn.policies.training import Trainer
+def test_a_learned_run_checkpoints_and_resumes_as_a_learned_run(tmp_path, monkeypatch):
+    """`robolearn train --resume` of a --resets learned run continues it with both agents, both
+    replays, the same start-state classifier and the phase it stopped in; a plain
+    `Trainer.resume` refuses it rather than continuing it as a teleport-reset run."""
     from robolearn.resets import learned
 
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "examples", 4)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 50)
-    cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=60, out=str(tmp_path / "fb"),
-                      eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
-                      learning_starts=200, resets="learned")
-    train(cfg)
-    with pytest.raises(ConfigError, match="--resume is not supported for --resets learned"):
-        Trainer.resume(tmp_path / "fb", steps=120)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "examples", 4)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "classifier_steps", 50)
+    cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=120, out=str(tmp_path / "fb"),
+                      eval_every=0, eval_episodes=1, checkpoint_every=40, video=False, progress=False,
+                      learning_starts=30, resets="learned", max_episode_steps=20,
+                      agent={"actor_hidden": [16], "critic_hidden": [16], "batch_size": 16})
+    trainer = build_trainer(cfg)
+    try:
+        assert trainer.run(stop_at=60)["env_steps"] == 60
+        hooks = trainer.hooks
+        saved = dict(back=len(hooks.backward_replay), back_updates=int(hooks.backward.num_updates),
+                     threshold=hooks.threshold)
+    finally:
+        trainer.close()
+    with pytest.raises(ConfigError, match="resets='learned' run"):
+        Trainer.resume(tmp_path / "fb")
+    resumed = resume_trainer(tmp_path / "fb")
+    try:
+        h = resumed.hooks
+        assert isinstance(h, learned.ForwardBackwardHooks) and resumed.env_steps == 40
+        assert h.threshold == saved["threshold"] and 0 < len(h.backward_replay) <= saved["back"]
+        assert int(h.backward.num_updates) > 0 and h.fwd_steps + h.back_steps == 40
+        summary = resumed.run()
+    finally:
+        resumed.close()
+    assert summary["env_steps"] == 120 and summary["resets_mode"] == "learned"
+    assert summary["forward_env_steps"] + summary["backward_env_steps"] == 120
+    assert summary["resets"]["teleports"] == 0
 
 
 def test_practice_training_runs_on_physical_resets_and_resumes(tmp_path):
     """`--resets practice`: crashes and stalls end the learner's episodes, the car's recovery is
     the reset (no teleport), evaluation stays on teleport resets; a resumed run stays practice."""
-    from robolearn.policies.training import Trainer
-    from robolearn.resets.learned import make_trainer
-    from robolearn.resets.practice_trainer import PracticeTrainer
+    from robolearn.resets.practice_trainer import PracticeHooks
 
     cfg = TrainConfig(env="robolearn/CarLap-v0", algo="sac", steps=400, out=str(tmp_path / "car"),
                       eval_every=0, eval_episodes=1, checkpoint_every=150, video=False, progress=False,
                       learning_starts=1000, resets="practice", max_episode_steps=200,
                       env_kwargs={"reset_on_failure": "raise"})
-    trainer = make_trainer(cfg)
-    assert isinstance(trainer, PracticeTrainer)
+    trainer = build_trainer(cfg)
+    assert isinstance(trainer.hooks, PracticeHooks)
     try:
         assert trainer.env.unwrapped.reset_mode == "physical"
         assert trainer.eval_env.unwrapped.reset_mode == "teleport"
@@ -183,8 +201,8 @@ def test_practice_training_runs_on_physical_resets_and_resumes(tmp_path):
     eps = [json.loads(ln) for ln in (tmp_path / "car" / "metrics.jsonl").read_text().splitlines()
            if '"episode"' in ln]
     assert len(eps) >= 2 and all(e["reset"]["kind"] == "scripted" and e["reset"]["ok"] for e in eps)
-    resumed = Trainer.resume(tmp_path / "car")
-    assert isinstance(resumed, PracticeTrainer)
+    resumed = resume_trainer(tmp_path / "car")
+    assert isinstance(resumed.hooks, PracticeHooks)
     try:
         summary = resumed.run()
     finally:
@@ -192,15 +210,15 @@ def test_practice_training_runs_on_physical_resets_and_resumes(tmp_path):
     assert summary["env_steps"] == 400 and summary["resets_mode"] == "practice"
     assert summary["practice"]["teleports"] == 0 and summary["resets"]["teleports"] == 0
     with pytest.raises(ConfigError, match="progress.*collisions"):
-        make_trainer(TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=10, resets="practice",
+        build_trainer(TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=10, resets="practice",
                                  out=str(tmp_path / "arm"), video=False, progress=False))
 
 
 def test_a_failed_reset_stops_training_with_the_run_saved(tmp_path, monkeypatch):
     """reset_on_failure='raise': the run stops at the failed reset with the controller's message
     and how to continue; checkpoint, metrics and summary are on disk, and --resume continues."""
-    from robolearn.policies.training import Trainer
-    from robolearn.resets.supervisor import ResetError
+    from robolearn.policies.trainer import Trainer
+    from robolearn.errors import ResetError
     from robolearn.tasks.arm import ArmReach
 
     class Raises:
@@ -245,11 +263,11 @@ def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp
     without it the forward episode starts from the unfixed world and the reset counts as failed."""
     from robolearn.resets import learned
 
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "examples", 6)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "classifier_steps", 50)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "_backward_score", lambda self, obs, info: (0.0, -1.0))
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "fallback_to_task_reset", fallback)
-    monkeypatch.setattr(learned.ForwardBackwardTrainer, "backward_max_steps", 12)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "examples", 6)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "classifier_steps", 50)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "_backward_score", lambda self, obs, info: (0.0, -1.0))
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "fallback_to_task_reset", fallback)
+    monkeypatch.setattr(learned.ForwardBackwardHooks, "backward_max_steps", 12)
     cfg = TrainConfig(env="robolearn/ArmPush-v0", algo="sac", steps=130, out=str(tmp_path / "fb"),
                       eval_every=0, eval_episodes=1, checkpoint_every=0, video=False, progress=False,
                       learning_starts=500, resets="learned", max_episode_steps=30)

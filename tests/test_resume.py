@@ -9,7 +9,9 @@ import time
 import torch
 
 from robolearn.policies.serialize import flatten_state
-from robolearn.policies.training import TrainConfig, Trainer, find_checkpoint
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.checkpoints import find_checkpoint
 
 REACH = "robolearn/ArmReach-v0"
 SMALL = {"actor_hidden": [64, 64], "critic_hidden": [64, 64], "batch_size": 64}

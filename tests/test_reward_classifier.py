@@ -85,9 +85,9 @@ def test_env_camera_mismatch_is_named_at_the_step(tmp_path):
     run would silently drop forever)."""
     import gymnasium as gym
 
-    import robolearn.env
+    import robolearn.registry
 
-    robolearn.env.register_all()
+    robolearn.registry.register_all()
     data = write_dataset(tmp_path / "data", episodes=4, steps=6)
     train_classifier(data, ClassifierConfig(**{**TINY, "epochs": 1}), out=tmp_path / "m", log=lambda s: None)
     a = np.zeros(4, np.float32)
@@ -188,7 +188,7 @@ def test_held_out_split_covers_every_kind_of_episode():
 
 
 def test_hover_episodes_never_succeed_and_stay_near_the_cube():
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.rewards.sim_episodes import run_episode
 
     env = make_env("robolearn/ArmLift-v0", "state")

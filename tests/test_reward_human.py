@@ -37,12 +37,12 @@ def test_record_stores_success_marks(term, tmp_path):
     """`g` during recording -> `success_mark` on that step in data.npz."""
     import gymnasium as gym
 
-    import robolearn.env
+    import robolearn.registry
     from robolearn.data.dataset import Dataset, DatasetWriter
     from robolearn.rewards.labels import frame_labels
     from robolearn.teleop.recorder import record
 
-    robolearn.env.register_all()
+    robolearn.registry.register_all()
     master, slave = term
     env = gym.make("robolearn/ArmReach-v0", obs="state", max_episode_steps=5)
     kb = KeyboardDevice(4, KeyboardConfig(fd=slave, absolute_dims=(3,)))

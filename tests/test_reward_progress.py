@@ -35,9 +35,9 @@ def test_progress_table_by_hand():
 def test_push_episode_records_the_tasks_own_potential():
     """task_progress = 1 - phi / phi_0 with phi = cube-goal + 0.5 grasp point-cube distance, the
     quantity ArmPush's dense reward is -10 x; progress (cube-goal only) stays 0 until the cube moves."""
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.rewards.sim_episodes import run_episode, task_potential
-    from robolearn.tasks.arm import DISTANCE_REWARD_SCALE
+    from robolearn.sim.arm_workspace import DISTANCE_REWARD_SCALE
 
     env = make_env("robolearn/ArmPush-v0", "state")
     try:

@@ -7,7 +7,8 @@ import pytest
 
 from robolearn.errors import ConfigError
 from robolearn.rewards.base import RewardModelError
-from robolearn.rewards.serving import GuardedReward, TransitionLabeler, make_reward_source, reward_config
+from robolearn.reward_config import reward_config
+from robolearn.rewards.serving import GuardedReward, TransitionLabeler, make_reward_source
 
 
 class Dying:
@@ -42,9 +43,9 @@ class NaNScores:
 
 def _env(source):
     import gymnasium as gym
-    import robolearn.env  # noqa: F401 - registration
+    import robolearn.registry
 
-    robolearn.env.register_all()
+    robolearn.registry.register_all()
     return gym.make("robolearn/ArmReach-v0", reward_source=source)
 
 
@@ -65,7 +66,8 @@ def test_missing_reward_is_nan_flagged_and_not_zero(model):
 
 @pytest.mark.parametrize("model", [Dying, NaNScores])
 def test_training_loop_never_stores_a_missing_reward(tmp_path, model):
-    from robolearn.policies.training import TrainConfig, Trainer
+    from robolearn.policies.train_config import TrainConfig
+    from robolearn.policies.trainer import Trainer
 
     cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=30, eval_every=0, eval_episodes=1,
                       learning_starts=40, video=False, progress=False, out=str(tmp_path / "run"))
@@ -104,7 +106,7 @@ def test_reward_tables_are_checked():
         reward_config({"kind": "clip", "model": "x", "goal": "g", "alpha": 2})
     with pytest.raises(ConfigError, match="goal"):
         reward_config({"kind": "clip", "model": "x"})
-    from robolearn.policies.training import config_from_dict
+    from robolearn.policies.train_config import config_from_dict
     from robolearn.runtime.config import config_from_dict as launch_from_dict
 
     with pytest.raises(ConfigError, match="unknown key"):
@@ -127,7 +129,7 @@ def test_demos_labelled_by_a_model_skip_its_missing_rewards():
     """Demos collected through a reward source (rlpd's scripted:N with a learned reward) carry
     the model's NaN for steps it had no answer for: those rows are skipped, never stored."""
     from robolearn.data.replay import ReplayBuffer, transitions_to_buffer
-    from robolearn.policies.training import collect_scripted
+    from robolearn.policies.demos import collect_scripted
 
     class EveryOtherNaN:
         n = 0

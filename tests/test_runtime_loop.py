@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from robolearn.errors import ConfigError
-from robolearn.runtime.loop import Clock, ControlLoop, FixedRateLoop, Rate
+from robolearn.pacing import Clock, Rate
+from robolearn.runtime.loop import ControlLoop, FixedRateLoop
 
 
 class SimClock(Clock):

@@ -16,10 +16,12 @@ import torch
 from robolearn.data.dataset import DatasetWriter, load_transitions
 from robolearn.drivers.emulator_arm import ArmEmulator, ArmSimPlant
 from robolearn.drivers.emulator_car import CarEmulator
-from robolearn.env import register_all
+from robolearn.registry import register_all
 from robolearn.errors import ConfigError, DatasetError
 from robolearn.policies.registry import make_agent
-from robolearn.policies.training import TrainConfig, Trainer, load_policy
+from robolearn.policies.train_config import TrainConfig
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.checkpoints import load_policy
 
 register_all()
 HZ = 20.0                       # real-time episodes on the emulators: keep them short
@@ -371,7 +373,8 @@ def test_lift_rlpd_launch_file_is_a_declared_sim_only_study():
     for the privileged observation in actor and critic, and says so."""
     from pathlib import Path
 
-    from robolearn.policies.training import load_launch, make_env
+    from robolearn.policies.train_config import load_launch
+    from robolearn.policies.env_building import make_env
 
     path = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_rlpd.toml"
     cfg = load_launch(path)

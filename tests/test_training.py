@@ -9,7 +9,9 @@ import pytest
 
 from robolearn.cli import main
 from robolearn.errors import ConfigError, DatasetError, TrainingError
-from robolearn.policies.training import TrainConfig, Trainer, load_launch, train
+from robolearn.policies.train_config import TrainConfig, load_launch
+from robolearn.policies.trainer import Trainer
+from robolearn.compose.training import train
 
 REACH = "robolearn/ArmReach-v0"
 # small nets and batches keep the smoke runs to seconds on a 2-core machine
@@ -220,7 +222,7 @@ def test_a_new_run_refuses_an_earlier_run_unless_overwrite(tmp_path, capsys):
 
 def test_prior_data_counts_are_checked():
     """`scripted:N` (--demos) and `sim:N` (finetune.prior_data) share one parser and its errors."""
-    from robolearn.policies.training import episode_count
+    from robolearn.policies.demos import episode_count
 
     assert episode_count("scripted:20") == 20 and episode_count("sim:3", "finetune.prior_data") == 3
     with pytest.raises(ConfigError, match=r"finetune.prior_data 'sim:x': write sim:N"):

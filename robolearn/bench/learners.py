@@ -126,7 +126,9 @@ def overrides(algo: str, s: dict) -> dict:
 
 
 def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
-    from robolearn.policies.training import TrainConfig, Trainer, read_metrics
+    from robolearn.policies.train_config import TrainConfig
+    from robolearn.policies.trainer import Trainer
+    from robolearn.policies.curves import read_metrics
 
     agent = overrides(algo, s)
     if agent:
@@ -184,7 +186,7 @@ def run_sb3(env_id: str, seed: int, s: dict) -> dict:
     import torch
 
     from robolearn.policies import evaluation
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
 
     torch.set_num_threads(1)
     opts = sb3_options({**s.get("agent", {}), **s.get("per_algo", {}).get(SB3, {}), **s.get("set", {})})

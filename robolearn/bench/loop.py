@@ -211,7 +211,7 @@ def weights_latency(env_id: str, algo: str, n: int = 40) -> dict:
     import torch
     import zmq
 
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.policies.registry import make_agent
     from robolearn.runtime import messages as M
     from robolearn.runtime.transport import free_port

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def arm_episodes(mode: str, episodes: int, policy: str, seed: int) -> dict:
     import gymnasium as gym
 
-    from robolearn.resets.stats import ResetStats
+    from robolearn.reset_report import ResetStats
 
     env = gym.make("robolearn/ArmPush-v0", reset_mode=mode, reset_on_failure="continue")
     base = env.unwrapped
@@ -89,7 +89,7 @@ def car_practice(steps: int, seed: int) -> dict:
     import gymnasium as gym
 
     from robolearn.resets.practice import AutonomousPractice
-    from robolearn.resets.stats import ResetStats
+    from robolearn.reset_report import ResetStats
 
     env = AutonomousPractice(gym.make("robolearn/CarLap-v0", reset_mode="physical",
                                       reset_on_failure="continue", max_episode_steps=1200))
@@ -162,7 +162,8 @@ ARMS = {"env": ("env", {}), "learned": ("learned", {"reset_on_failure": "prompt"
 def _train_row(arm: str, seed: int, steps: int, out: str, eval_episodes: int) -> dict:
     """One training of `learned_vs_teleport` (a top-level function: `--jobs` runs it in a worker
     process), with its evaluation curve."""
-    from robolearn.policies.training import TrainConfig, train
+    from robolearn.policies.train_config import TrainConfig
+    from robolearn.compose.training import train
 
     resets, env_kwargs = ARMS[arm]
     learner = {**LEARNER, "env_kwargs": {**LEARNER["env_kwargs"], **env_kwargs}}
@@ -190,7 +191,7 @@ def _worker_init() -> None:
 
     import torch
 
-    from robolearn.runtime.children import die_with_parent
+    from robolearn.processes import die_with_parent
 
     torch.set_num_threads(1)
     tie = die_with_parent(os.getppid(), signum=signal.SIGKILL)
@@ -281,7 +282,7 @@ def slow_demo_lap(path: str, seed: int) -> dict:
     transitions to `path` (.npz, the `--demos` format); returns its length and lap time."""
     import gymnasium as gym
 
-    from robolearn.policies.training import collect_rollouts
+    from robolearn.policies.demos import collect_rollouts
     from robolearn.tasks.car_scripted import PurePursuit, PurePursuitConfig
 
     lap = {}
@@ -348,8 +349,8 @@ def car_learned(steps: int, seed: int, out: str, eval_episodes: int = 5) -> dict
     data = one slow lap; then the learned policy's deterministic laps beside pure pursuit's."""
     from pathlib import Path
 
-    from robolearn.policies.training import TrainConfig
-    from robolearn.resets.learned import make_trainer
+    from robolearn.policies.train_config import TrainConfig
+    from robolearn.compose.training import build_trainer
 
     Path(out).mkdir(parents=True, exist_ok=True)
     demo_path = str(Path(out) / "slow_lap.npz")
@@ -357,7 +358,7 @@ def car_learned(steps: int, seed: int, out: str, eval_episodes: int = 5) -> dict
     cfg = TrainConfig(env="robolearn/CarLap-v0", steps=steps, seed=seed, resets="practice", demos=demo_path,
                       out=f"{out}/car-practice-s{seed}", eval_every=max(steps // 6, 1), eval_episodes=2,
                       checkpoint_every=0, video=False, progress=False, overwrite=True, **CAR_LEARNER)
-    trainer = make_trainer(cfg)
+    trainer = build_trainer(cfg)
     try:
         s = trainer.run()
         learned = eval_laps(lambda env: (trainer.policy, None), eval_episodes, seed)
@@ -374,7 +375,7 @@ def car_learned(steps: int, seed: int, out: str, eval_episodes: int = 5) -> dict
 
 
 def _evals(run: str) -> list:
-    from robolearn.policies.training import read_metrics
+    from robolearn.policies.curves import read_metrics
 
     return [{k: e[k] for k in ("step", "return", "success_rate")} for e in read_metrics(f"{run}/metrics.jsonl", "eval")]
 

@@ -195,7 +195,8 @@ def progress_part(args, out: Path) -> dict:
 def rl_part(args, out: Path) -> dict:
     import numpy as np
 
-    from robolearn.policies.training import TrainConfig, Trainer
+    from robolearn.policies.train_config import TrainConfig
+    from robolearn.policies.trainer import Trainer
     from robolearn.rewards.checkpoint import read_meta
     from robolearn.rewards.evaluate import env_kwargs_for
 

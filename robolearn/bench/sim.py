@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(1)
     except ImportError:
         pass
-    from robolearn.env import registered_ids
+    from robolearn.registry import registered_ids
 
     known = set(registered_ids())
     results, skipped = [], []

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robolearn.sim.sysid import Replayer, tracked
+from robolearn.runtime.sim_fit import Replayer, tracked
 
 REACH = "robolearn/ArmReach-v0"
 
@@ -49,9 +49,9 @@ def scripted_section(episodes: int, hz: float, seed: int) -> list[dict]:
     import gymnasium as gym
 
     from robolearn.drivers.emulation import start_emulator
-    from robolearn.env import register_all
-    from robolearn.sim.sysid import Recorded, Replayer, tracked
-    from robolearn.tasks.arm import REACH_RADIUS
+    from robolearn.registry import register_all
+    from robolearn.runtime.sim_fit import Recorded, Replayer, tracked
+    from robolearn.sim.arm_workspace import REACH_RADIUS
     from robolearn.tasks.scripted import make_scripted
 
     register_all()
@@ -219,8 +219,8 @@ def record_excitation(kind: str, reality, out: Path, episodes: int, steps: int, 
 
     from robolearn.data.dataset import DatasetWriter
     from robolearn.drivers.emulation import start_emulator
-    from robolearn.env import register_all
-    from robolearn.sim.sysid import ExcitationDevice
+    from robolearn.registry import register_all
+    from robolearn.runtime.sim_fit import ExcitationDevice
     from robolearn.teleop.recorder import record
 
     register_all()
@@ -264,7 +264,7 @@ class HomeStartReplayer(Replayer):
 
 def calibrate_section(kind: str, episodes: int, steps: int, budget: int, seed: int, tmp: Path) -> dict:
     from robolearn.drivers.reality import load_reality
-    from robolearn.sim.sysid import fit_dataset
+    from robolearn.runtime.sim_fit import fit_dataset
 
     hard = load_reality("hard")
     if kind == "arm":
@@ -291,7 +291,7 @@ def calibrate_section(kind: str, episodes: int, steps: int, budget: int, seed: i
         extra["nogap_error_servo_rate_fitted"] = rate.error_after
         # the previous replay (commands integrated from the sim's home pose, not from the
         # measured start), reported beside the current one
-        from robolearn.sim.sysid import load_recorded
+        from robolearn.runtime.sim_fit import load_recorded
         env_id, hz, eps = load_recorded(tmp / "arm-hard")
         old = HomeStartReplayer(env_id, hz, eps)
         extra["home_start_replay"] = {"error_before": old.error({}), "error_after": old.error(res.values)}
@@ -342,7 +342,7 @@ def _commanded_reach(robot, calibration, kin) -> dict:
 def _scripted_true(robot, calibration, episodes: int, seed: int) -> dict:
     import gymnasium as gym
 
-    from robolearn.tasks.arm import REACH_RADIUS
+    from robolearn.sim.arm_workspace import REACH_RADIUS
     from robolearn.tasks.scripted import make_scripted
 
     env = gym.make(REACH, backend="real", port=robot.port, calibration=calibration, obs="state", timeout=0.1)
@@ -377,7 +377,7 @@ def stops_section(episodes: int, seed: int, tmp: Path) -> dict:
     from robolearn.drivers.reality import load_reality
     from robolearn.drivers.servo_bus import ServoBus
     from robolearn.drivers.stop_calibration import calibrate_against_stops
-    from robolearn.env import register_all
+    from robolearn.registry import register_all
     from robolearn.sim.kinematics import ArmKinematics
 
     register_all()

@@ -34,7 +34,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from robolearn.errors import ConfigError
-    from robolearn.sim.sysid import PARAMS, fit_dataset, fit_summary, save_sim_params
+    from robolearn.sim.sysid import PARAMS, save_sim_params
+    from robolearn.runtime.sim_fit import fit_dataset, fit_summary
     from robolearn.teleop.session import parse_env_kwargs
 
     if args.budget is not None and args.budget < 2:

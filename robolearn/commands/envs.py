@@ -7,7 +7,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from robolearn.env import registered_ids
+    from robolearn.registry import registered_ids
 
     for env_id in registered_ids():
         print(env_id)

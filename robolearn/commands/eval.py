@@ -45,7 +45,7 @@ def run(args) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     from robolearn.policies import evaluation
-    from robolearn.policies.training import load_policy
+    from robolearn.policies.checkpoints import load_policy
 
     from robolearn.commands.train import parse_overrides
 

@@ -80,7 +80,7 @@ def run(args) -> int:
     from robolearn.configs import dump_toml
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F
-    from robolearn.runtime.children import die_with_parent
+    from robolearn.processes import die_with_parent
     from robolearn.runtime.config import load_launch
     from robolearn.runtime.transport import endpoint, free_port
 

@@ -66,7 +66,7 @@ def run(args) -> int:
     import time
 
     from robolearn.commands.learner import apply_overrides
-    from robolearn.runtime.children import die_with_parent
+    from robolearn.processes import die_with_parent
     from robolearn.runtime.config import load_launch
     from robolearn.runtime.transport import endpoint, free_port
 

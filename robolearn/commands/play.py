@@ -33,7 +33,7 @@ def run(args) -> int:
     import numpy as np
 
     import robolearn  # noqa: F401  (registers env IDs)
-    from robolearn.env import registered_ids, resolve_env_id
+    from robolearn.registry import registered_ids, resolve_env_id
     from robolearn.errors import ConfigError
     from robolearn.tasks.scripted import make_scripted
 

@@ -83,7 +83,7 @@ def run(args) -> int:
 
     policy = None
     if args.policy:
-        from robolearn.policies.training import load_policy
+        from robolearn.policies.checkpoints import load_policy
 
         loaded = load_policy(args.policy)
         policy = loaded[0] if isinstance(loaded, tuple) else loaded

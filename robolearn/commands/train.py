@@ -80,7 +80,8 @@ def run(args) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     from robolearn.errors import ConfigError
-    from robolearn.policies.training import Trainer, config_from_dict, load_launch, TrainConfig
+    from robolearn.compose.training import build_trainer, resume_trainer
+    from robolearn.policies.train_config import TrainConfig, config_from_dict, load_launch
 
     if args.resume:
         if args.launch:
@@ -92,7 +93,7 @@ def run(args) -> int:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
                               f"--no-video and --no-progress may change (got "
                               f"{sorted(given) + (['--set'] if args.set else [])})")
-        trainer = Trainer.resume(args.resume, steps=args.steps, progress=args.progress, video=args.video)
+        trainer = resume_trainer(args.resume, steps=args.steps, progress=args.progress, video=args.video)
     else:
         import dataclasses
 
@@ -110,9 +111,7 @@ def run(args) -> int:
         if args.privileged_obs:
             d["env_kwargs"] = {**d["env_kwargs"], "privileged_obs": True}
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
-        from robolearn.resets.learned import make_trainer
-
-        trainer = make_trainer(config_from_dict(d, source="train options"))
+        trainer = build_trainer(config_from_dict(d, source="train options"))
     try:
         summary = trainer.run()
     finally:

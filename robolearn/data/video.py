@@ -115,17 +115,3 @@ def fsync_file(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    """Make a rename/creation inside `path` durable (POSIX: fsync the directory itself)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

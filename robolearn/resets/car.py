@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robolearn.resets.supervisor import ResetError
+from robolearn.errors import ResetError
 
 
 @dataclass

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robolearn.resets.scripted import move_home
-from robolearn.resets.supervisor import ResetError
+from robolearn.resets.scripted import EeMover, move_home
+from robolearn.sim.arm_workspace import REACH_HIGH, REACH_LOW, in_reach
+from robolearn.errors import ResetError
 
 
 @dataclass
@@ -34,7 +35,7 @@ class PlaceCube:
     kind = "scripted"
 
     def run(self, task, rng):
-        from robolearn.tasks.arm import CUBE_HALF, START_YAW_SPREAD
+        from robolearn.sim.arm_workspace import CUBE_HALF, START_YAW_SPREAD
 
         pose = _cube(task)
         if pose is None:
@@ -42,7 +43,7 @@ class PlaceCube:
                              "measure; use the operator prompt or a learned backward agent")
         low, high = np.asarray(self.region_low), np.asarray(self.region_high)
         goal_xy = rng.uniform(low, high)
-        mover = _EeMover(task, self.step)
+        mover = EeMover(task, self.step)
         # let go of a cube the episode may have ended holding, and let it settle
         yield from mover.to(mover.ee + np.array([0.0, 0.0, 0.01]), open_=True, max_periods=5, soft=True)
         yield from mover.hold(self.close_steps, open_=True)
@@ -96,7 +97,7 @@ class PlaceCube:
 
     def _set_down(self, task, mover, goal_xy):
         """Open over the goal; if the cube stays between the fingers, press it down and twist."""
-        from robolearn.tasks.arm import CUBE_HALF
+        from robolearn.sim.arm_workspace import CUBE_HALF
 
         for wiggle in (0.4, -0.4, 0.8, -0.8):
             yield from mover.to((goal_xy[0], goal_xy[1], 0.05), open_=True)
@@ -110,19 +111,9 @@ class PlaceCube:
                                 roll=mover.roll - mover.roll0 + wiggle, max_periods=10)
 
 
-#: where the reset may reach for the cube (beyond the policy's workspace box: the arm can)
-REACH_LOW = (0.10, -0.24)
-REACH_HIGH = (0.36, 0.24)
-
-
-def in_reach(cube) -> bool:
-    return bool(REACH_LOW[0] <= cube[0] <= REACH_HIGH[0] and REACH_LOW[1] <= cube[1] <= REACH_HIGH[1]
-                and math.hypot(cube[0], cube[1]) <= 0.37)
-
-
 def _resting(cube) -> bool:
     """On the table (any face down, or tipped on an edge: a grasp squares it up)."""
-    from robolearn.tasks.arm import CUBE_HALF
+    from robolearn.sim.arm_workspace import CUBE_HALF
 
     return CUBE_HALF - 0.005 <= cube[2] <= CUBE_HALF * 1.45
 
@@ -147,54 +138,3 @@ def yaw_off_radial(cube: np.ndarray, quat: np.ndarray) -> float:
     ax = min(axes, key=lambda a: abs(a[2]))          # the more horizontal of the two
     rel = math.atan2(ax[1], ax[0]) - math.atan2(cube[1], cube[0])
     return (rel + math.pi / 4) % (math.pi / 2) - math.pi / 4
-
-
-class _EeMover:
-    """Straight-line grasp-point moves through the task's IK, one control period per yield."""
-
-    def __init__(self, task, step: float):
-        self.task = task
-        self.step = float(step)
-        self.dt = 1.0 / task.control_hz
-        st = task.arm.read()
-        self.q = np.clip(np.array(st.q, dtype=np.float64), task.kin.lower, task.kin.upper)
-        self.roll0 = float(task.home_q[4])
-        self.roll = float(self.q[4])
-        self.ee = task.kin.fk(self.q)
-        self.gripper = float(st.gripper)
-
-    def _send(self, open_: bool):
-        t = self.task
-        g = t.spec.gripper_open if open_ else t.spec.gripper_closed
-        self.gripper = float(g)
-        t.arm.command(self.q, self.gripper)
-        t.arm.advance(self.dt)
-        return self.dt
-
-    def to(self, target, open_: bool, roll: float | None = None, speed: float = 1.0, tol: float = 0.006,
-           max_periods: int = 150, soft: bool = False):
-        """Move; returns True on arrival. Not arrived in `max_periods`: False if `soft`, else raise."""
-        t = self.task
-        target = np.asarray(target, dtype=np.float64)
-        want_roll = self.roll if roll is None else self.roll0 + roll
-        for _ in range(max_periods):
-            d = target - self.ee
-            n = float(np.linalg.norm(d))
-            lim = self.step * speed
-            self.ee = target.copy() if n <= lim else self.ee + d * (lim / n)
-            q, _ = t.kin.ik(self.ee, self.q)
-            self.roll += float(np.clip(want_roll - self.roll, -0.3, 0.3))
-            q[4] = min(max(self.roll, t.kin.lower[4]), t.kin.upper[4])
-            self.q = q
-            yield self._send(open_)
-            if n <= lim and float(np.linalg.norm(t.kin.fk(t.arm.read().q) - target)) < tol \
-                    and abs(want_roll - self.roll) < 1e-9:
-                return True
-        if soft:
-            return False
-        raise ResetError(f"the arm did not reach {np.round(target, 3).tolist()} m while resetting the cube "
-                         "(blocked?)")
-
-    def hold(self, periods: int, open_: bool):
-        for _ in range(periods):
-            yield self._send(open_)

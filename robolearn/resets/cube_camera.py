@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from robolearn.errors import ConfigError
-from robolearn.resets.cube import REACH_HIGH, REACH_LOW, _EeMover, in_reach
-from robolearn.resets.scripted import MoveToJoints, move_home
-from robolearn.resets.supervisor import ResetError
+from robolearn.resets.scripted import EeMover, MoveToJoints, move_home
+from robolearn.sim.arm_workspace import REACH_HIGH, REACH_LOW, in_reach
+from robolearn.errors import ResetError
 
 
 @dataclass
@@ -65,7 +65,7 @@ class PlaceCubeByCamera:
         low, high = np.asarray(self.region_low), np.asarray(self.region_high)
         goal_xy = rng.uniform(low, high)
         dt = 1.0 / task.control_hz
-        mover = _EeMover(task, self.step)
+        mover = EeMover(task, self.step)
         # let go of a cube the episode may have ended holding, and rise clear of the table
         yield from mover.hold(self.close_steps, open_=True)
         if self.pushed_open(task):
@@ -80,7 +80,7 @@ class PlaceCubeByCamera:
                                  f"arm's reach for a reset (x {REACH_LOW[0]}..{REACH_HIGH[0]}, y "
                                  f"{REACH_LOW[1]}..{REACH_HIGH[1]} m); put it back in the start region")
             yield from MoveToJoints(task.home_q, task.home_gripper, dt=dt).motion(task.arm)
-            mover = _EeMover(task, self.step)
+            mover = EeMover(task, self.step)
             yield from self._go(mover, (xy[0], xy[1], self.hover), open_=True, roll=0.0)
             yield from self._go(mover, (xy[0], xy[1], self.grasp_z), open_=True, roll=0.0, speed=0.6)
             yield from mover.hold(self.close_steps, open_=False)

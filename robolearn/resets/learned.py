@@ -25,11 +25,14 @@ import numpy as np
 import torch
 from torch import nn
 
-import time
-
 from robolearn.errors import ConfigError
-
-RESETS = ("env", "learned", "practice")
+from robolearn.policies.demos import episode_count
+from robolearn.policies.env_building import evaluation_env_kwargs, make_env
+from robolearn.policies.registry import make_agent
+from robolearn.policies.replay_setup import build_replays
+from robolearn.policies.serialize import load_state, save_state
+from robolearn.policies.trainer import TrainerHooks
+from robolearn.resets.scripted import ArmHome
 
 
 class StartStateClassifier:
@@ -82,6 +85,26 @@ class StartStateClassifier:
 
     def prob(self, states: np.ndarray) -> np.ndarray:
         return sigmoid(self.logit(states))
+
+    def save(self, path) -> None:
+        """Weights and input scaling as safetensors (a resumed run judges as this one did)."""
+        from safetensors.torch import save_file
+
+        tensors = {f"net.{k}": v.detach().contiguous() for k, v in self.net.state_dict().items()}
+        for name in ("mean", "std", "low", "high"):
+            tensors[name] = torch.as_tensor(np.asarray(getattr(self, name), np.float32))
+        save_file(tensors, str(path))
+
+    @classmethod
+    def load(cls, path) -> "StartStateClassifier":
+        from robolearn.policies.checkpoints import read_tensors_file
+
+        t = read_tensors_file(path)
+        clf = cls(int(t["mean"].numel()), hidden=int(t["net.0.weight"].shape[0]))
+        clf.net.load_state_dict({k[4:]: v for k, v in t.items() if k.startswith("net.")})
+        for name in ("mean", "std", "low", "high"):
+            setattr(clf, name, t[name].numpy())
+        return clf
 
 
 def sigmoid(logit):
@@ -159,7 +182,7 @@ def scripted_backward_demos(twin, n: int, score, threshold: float, seed: int = 0
     the second part is recorded with the backward agent's own reward (`backward_reward` of
     `start_prob(obs)`) and ends when p(start) passes `threshold`. Only episodes that get there
     are kept. None for tasks without a goal-driven scripted controller (push only today)."""
-    from robolearn.tasks.arm import CUBE_REGION_HIGH, CUBE_REGION_LOW, WORKSPACE_HIGH, WORKSPACE_LOW
+    from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW, WORKSPACE_HIGH, WORKSPACE_LOW
     from robolearn.tasks.arm_scripted import PushController
 
     base = twin.unwrapped
@@ -230,36 +253,14 @@ def object_distance(info: dict) -> float | None:
 
 
 # ================================================================================ trainer
-def trainer_class(resets: str):
-    """`Trainer` for `resets="env"`, `ForwardBackwardTrainer` for `"learned"`,
-    `PracticeTrainer` (robolearn.resets.practice_trainer) for `"practice"`."""
-    from robolearn.policies.training import Trainer
-
-    if resets == "learned":
-        return ForwardBackwardTrainer
-    if resets == "practice":
-        from robolearn.resets.practice_trainer import PracticeTrainer
-
-        return PracticeTrainer
-    return Trainer
-
-
-def make_trainer(cfg, **kwargs):
-    """The trainer `cfg.resets` asks for (see `trainer_class`)."""
-    return trainer_class(cfg.resets)(cfg, **kwargs)
-
-
-def _trainer_base():
-    from robolearn.policies.training import Trainer
-
-    return Trainer
-
-
-class ForwardBackwardTrainer(_trainer_base()):
+class ForwardBackwardHooks(TrainerHooks):
     """Reset-free training: forward and backward agents alternate on a `reset_mode="physical"`
-    env; every env step of either phase counts toward `cfg.steps`."""
+    env; every env step of either phase counts toward `cfg.steps`. Runs in `Trainer`'s loop:
+    the forward agent is the trainer's own; this adds the backward agent, its replay and the
+    start-state classifier, and decides at each episode end which phase comes next."""
 
-    #: backward phase ends when p(start) exceeds this (calibrated on the examples in _build)
+    kind = "learned"
+    #: backward phase ends when p(start) exceeds this (calibrated on the examples in setup)
     threshold = 0.5
     #: start-state examples (teleport resets) for the classifier, and its Adam steps
     examples = 200
@@ -286,75 +287,207 @@ class ForwardBackwardTrainer(_trainer_base()):
     #: straight joint-space move moved it > 1 cm in ~1 of 6 homings)
     home_lift = 0.06
 
-    def _build(self, cfg, _resumed_state):
-        if _resumed_state is not None:
-            raise ConfigError("--resume is not supported for --resets learned runs yet; start a new run")
+    def __init__(self, cfg):
         if not cfg.env.startswith("robolearn/"):
             raise ConfigError("--resets learned needs a robolearn env (it runs them with reset_mode='physical')")
-        from dataclasses import replace
+        self.cfg = cfg
+        self.twin_kwargs = evaluation_env_kwargs(cfg.env_kwargs)
 
-        from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
-        from robolearn.policies.training import evaluation_env_kwargs, make_env
-        from robolearn.policies.registry import make_agent
+    # ----------------------------------------------------------------- construction
+    def env_kwargs(self, cfg) -> dict:
+        # a failed fallback reset starts the episode where the world is (counted) unless the
+        # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
+        phys = {**self.twin_kwargs, "reset_mode": "physical",
+                "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
+        if "reset_prompt" in cfg.env_kwargs:   # e.g. "operator:sim": who answers a failed reset
+            phys["reset_prompt"] = cfg.env_kwargs["reset_prompt"]
+        return phys
 
-        twin_kwargs = evaluation_env_kwargs(cfg.env_kwargs)
+    def replay_capacity(self, cfg) -> int:
+        # every step goes into both replays and each ended sub-episode costs a slot (the final
+        # frame): twice the budget keeps all of it (p(start) ends a backward "episode" at every
+        # step the world is already in the start distribution)
+        return cfg.buffer_size or 2 * cfg.steps
+
+    def fit_classifier(self) -> dict | None:
+        """Fit the start-state classifier on a sim twin's teleported resets (before the trainer
+        builds its env); return scripted backward demos when `cfg.demos` is `scripted:N`."""
+        cfg = self.cfg
         # the success model of start states, from teleported example resets of a sim twin
-        twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, twin_kwargs, cfg.reality_gap)
+        twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self.twin_kwargs, cfg.reality_gap,
+                        cfg.sim_params)
         key, idx = twin.unwrapped.task.start_state_features()
-        if key == "privileged" and not twin_kwargs.get("privileged_obs"):
+        if key == "privileged" and not self.twin_kwargs.get("privileged_obs"):
             # the classifier reads the sim's object pose: the envs carry it as obs["privileged"]
             # (the agents read it only if their `privileged` option says so)
             twin.close()
-            twin_kwargs["privileged_obs"] = True
-            twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, twin_kwargs, cfg.reality_gap)
+            self.twin_kwargs["privileged_obs"] = True
+            twin = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, self.twin_kwargs, cfg.reality_gap,
+                            cfg.sim_params)
         self.start_key, self.features = key, np.asarray(idx, dtype=int)
         try:
             pos, neg = start_state_examples(twin, self.examples, seed=cfg.seed, key=key, idx=self.features)
             self.classifier, self.threshold, self.classifier_train_acc = fit_start_classifier(
                 pos, neg, seed=cfg.seed, steps=self.classifier_steps)
-            back_demos = None
             if cfg.demos and cfg.demos.startswith("scripted:"):   # both agents get demos, as in SERL
-                from robolearn.policies.training import episode_count
-
-                back_demos = scripted_backward_demos(twin, episode_count(cfg.demos), self._backward_score,
-                                                     self.threshold, seed=cfg.seed)
+                return scripted_backward_demos(twin, episode_count(cfg.demos), self._backward_score,
+                                               self.threshold, seed=cfg.seed)
+            return None
         finally:
             twin.close()
-        # a failed fallback reset starts the episode where the world is (counted) unless the
-        # user asks otherwise (on a robot: reset_on_failure = "prompt", the operator)
-        phys = {**twin_kwargs, "reset_mode": "physical",
-                "reset_on_failure": cfg.env_kwargs.get("reset_on_failure", "continue")}
-        if "reset_prompt" in cfg.env_kwargs:   # e.g. "operator:sim": who answers a failed reset
-            phys["reset_prompt"] = cfg.env_kwargs["reset_prompt"]
-        # every step goes into both replays and each ended sub-episode costs a slot (the final
-        # frame): twice the budget keeps all of it (p(start) ends a backward "episode" at every
-        # step the world is already in the start distribution)
-        cap = cfg.buffer_size or 2 * cfg.steps
-        super()._build(replace(cfg, env_kwargs=phys, buffer_size=cap), None)
-        self.backward = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
-                                   seed=cfg.seed + 7, **{k: v for k, v in self.agent_overrides.items()})
+
+    def setup(self, trainer, resumed_state) -> None:
+        cfg = self.cfg
+        env = trainer.env
+        self.backward = make_agent(cfg.algo, env.observation_space, env.action_space,
+                                   seed=cfg.seed + 7, **dict(trainer.agent_overrides))
         ac = self.backward.config
-        n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
-        self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
-                                            n_step=n_step, gamma=gamma, seed=cfg.seed + 7)
-        self.backward_sampler = self.backward_replay
+        cap = self.replay_capacity(cfg)
+        back_demos = self.back_demos if resumed_state is None else None
         self.backward_demo_episodes = 0
+        prior_capacity, prior_fraction = 0, getattr(ac, "prior_fraction", None)
         if back_demos is not None:
             self.backward_demo_episodes = int(back_demos.pop("episodes"))
-            prior_fraction = getattr(ac, "prior_fraction", None)
             if prior_fraction:   # RLPD: half of every backward batch from its demos, as forward
-                prior = ReplayBuffer(self.env.observation_space, self.env.action_space,
-                                     2 * len(back_demos["action"]), n_step=n_step, gamma=gamma,
-                                     seed=cfg.seed + 8)
-                transitions_to_buffer(back_demos, prior)
-                self.backward_sampler = MixedSampler(self.backward_replay, prior, prior_fraction=prior_fraction)
+                prior_capacity = 2 * len(back_demos["action"])
             else:
-                self.backward_replay = ReplayBuffer(self.env.observation_space, self.env.action_space,
-                                                    cap + 2 * len(back_demos["action"]), n_step=n_step,
-                                                    gamma=gamma, seed=cfg.seed + 7)
-                transitions_to_buffer(back_demos, self.backward_replay)
-                self.backward_sampler = self.backward_replay
+                cap += 2 * len(back_demos["action"])
+        elif resumed_state is not None:
+            saved = resumed_state["hooks"]
+            cap, prior_capacity = int(saved["backward_capacity"]), int(saved["backward_prior_capacity"])
+        self.backward_capacity, self.backward_prior_capacity = cap, prior_capacity
+        self.backward_replay, self.backward_prior, self.backward_sampler = build_replays(
+            env.observation_space, env.action_space, ac, cap, cfg.seed + 7, demos=back_demos,
+            prior_capacity=prior_capacity, prior_fraction=prior_fraction)
+        self.back_demos = None
+        task = env.unwrapped.task
+        self.home = ArmHome(lift=self.home_lift) if hasattr(task, "home_q") else None
+        self.phase = "forward"
+        self.agreement: list[bool] = []     # classifier verdict == ground truth at each backward end
+        self.reached: list[bool] = []       # the backward agent got the world back (classifier's verdict)
+        self.fallbacks = 0                  # ... and when it did not, the task's physical reset did it
+        self.fwd_steps = self.back_steps = 0
+        self._escalate = False
 
+    def config_record(self, trainer) -> dict:
+        return {"resets": "learned", "classifier_train_accuracy": self.classifier_train_acc}
+
+    # ------------------------------------------------------------------------ loop
+    def first_reset_options(self, trainer) -> dict:
+        return {"reset_controller": self.home}
+
+    def acting_agent(self, trainer):
+        return trainer.agent if self.phase == "forward" else self.backward
+
+    def store(self, trainer, obs, action, reward, nxt, terminated, truncated, info, intervened):
+        p, back_reward = self._backward_score(nxt, info)
+        back_done = p > self.threshold
+        if self.phase == "backward":
+            r, done = back_reward, back_done
+            self.back_steps += 1
+            truncated = truncated or (trainer.ep_len + 1 >= self.backward_max_steps and not back_done)
+        else:
+            r, done = reward, terminated
+            self.fwd_steps += 1
+        ends = bool(done or truncated)
+        # each agent stores the step with its own reward; for the one not acting, the phase's
+        # end is a time limit (the world goes on, its task was not decided)
+        if self.phase == "forward" or self.share_experience:
+            stored = trainer.add_transition(obs, action, reward, nxt, bool(terminated),
+                                            ends and not terminated, intervened)
+            if self.phase == "forward" and not stored:
+                r = 0.0
+        if self.phase == "backward" or self.share_experience:
+            self.backward_replay.add(obs, action, back_reward, nxt, bool(back_done), ends and not back_done)
+        success = self.phase == "forward" and bool(info.get("success", False))
+        return float(r), bool(done), bool(truncated), success
+
+    def update(self, trainer) -> None:
+        # both learners keep learning whichever agent acts (SERL runs them apart from the
+        # actor): the forward agent gets `utd` updates per env step, as it would with teleport
+        # resets, rather than per forward step
+        if len(self.backward_replay) >= 1:
+            bs = int(self.backward.config.batch_size)
+            for _ in range(int(self.backward.config.utd)):
+                trainer._update(self.backward_sampler.sample(bs), agent=self.backward)
+
+    def end_episode(self, trainer, rec) -> dict:
+        task = trainer.env.unwrapped.task
+        rec["phase"] = self.phase
+        if self.phase == "backward":
+            rec["success"] = rec["terminated"]
+            truth = bool(task.start_state_true())
+            self.agreement.append(truth == rec["terminated"])
+            self.reached.append(rec["terminated"])
+            rec["start_state_true"] = truth
+            # what the classifier judged (e.g. the cube's x, y): where the world was left
+            rec["start_features"] = [round(float(v), 4) for v in trainer._obs[self.start_key][self.features]]
+        # next phase, from the world as it is; only the arm is homed by script, unless the
+        # backward agent did not get there: then the task's own physical reset
+        self.phase = "backward" if self.phase == "forward" else "forward"
+        self._escalate = self.phase == "forward" and self.fallback_to_task_reset and not rec["success"]
+        return self.resume_reset_options(trainer)
+
+    def counts_as_episode(self, rec) -> bool:
+        return rec["phase"] == "forward"
+
+    def note_reset(self, trainer, reset, ended):
+        if ended is None:            # the run's first episode (or the first after a resume)
+            return dict(reset, kind="learned") if reset else reset
+        if self.phase == "forward" and self._escalate:
+            self.fallbacks += 1
+            trainer.reset_stats.add(reset)         # kind "scripted", ok as it went
+        elif self.phase == "forward":  # the backward agent (+ the scripted arm home) reset it
+            reset = dict(reset, kind="learned", ok=bool(ended["success"]))
+            trainer.reset_stats.add(reset)
+        return reset
+
+    def summary(self, trainer) -> dict:
+        return dict(resets_mode="learned", forward_env_steps=self.fwd_steps, backward_env_steps=self.back_steps,
+                    classifier_train_accuracy=self.classifier_train_acc,
+                    classifier_threshold=self.threshold,
+                    classifier_agreement_with_ground_truth=(float(np.mean(self.agreement))
+                                                            if self.agreement else None),
+                    backward_demo_episodes=self.backward_demo_episodes,
+                    backward_updates=int(self.backward.num_updates),
+                    backward_reached_start=(int(sum(self.reached)), len(self.reached)),
+                    fallback_resets=self.fallbacks,
+                    resets=trainer.reset_stats.as_dict())
+
+    # --------------------------------------------------------------------- checkpoints
+    def checkpoint_state(self, trainer) -> dict:
+        return {"phase": self.phase, "escalate": self._escalate, "fwd_steps": self.fwd_steps,
+                "back_steps": self.back_steps, "agreement": self.agreement, "reached": self.reached,
+                "fallbacks": self.fallbacks, "backward_demo_episodes": self.backward_demo_episodes,
+                "backward_capacity": self.backward_capacity,
+                "backward_prior_capacity": self.backward_prior_capacity,
+                "threshold": self.threshold, "classifier_train_accuracy": self.classifier_train_acc,
+                "start_key": self.start_key, "features": self.features.tolist()}
+
+    def checkpoint_buffers(self, trainer) -> dict:
+        return {"backward_replay": self.backward_replay, "backward_prior": self.backward_prior}
+
+    def write_checkpoint_files(self, trainer, folder) -> None:
+        save_state(folder / "backward_agent.safetensors", self.backward.state_dict())
+        self.classifier.save(folder / "start_classifier.safetensors")
+
+    def restore(self, trainer, ckpt, state) -> None:
+        s = state["hooks"]
+        self.phase, self._escalate = s["phase"], bool(s["escalate"])
+        self.fwd_steps, self.back_steps = int(s["fwd_steps"]), int(s["back_steps"])
+        self.agreement, self.reached = list(s["agreement"]), list(s["reached"])
+        self.fallbacks, self.backward_demo_episodes = int(s["fallbacks"]), int(s["backward_demo_episodes"])
+        self.backward.load_state_dict(load_state(ckpt / "backward_agent.safetensors"))
+        self.backward_replay.load(ckpt / "backward_replay")
+        if self.backward_prior is not None:
+            self.backward_prior.load(ckpt / "backward_prior")
+
+    def resume_reset_options(self, trainer) -> dict:
+        if self._escalate:
+            return {}
+        return {"reset_controller": self.home if self.phase == "forward" else None}
+
+    # ------------------------------------------------------------------------ scores
     def _backward_score(self, obs: dict, info: dict) -> tuple[float, float]:
         """(p(start), the backward agent's reward) for the world after a step: the success
         model's verdict on `obs`, and the grasp point's distance to the object from `info`
@@ -365,7 +498,6 @@ class ForwardBackwardTrainer(_trainer_base()):
 
     #: the backward reward's terms (see `backward_reward`)
     logit_floor, logit_scale, approach_scale = -40.0, 20.0, 5.0
-
     @classmethod
     def backward_reward(cls, p: float, logit: float | None = None, distance: float | None = None) -> float:
         """The backward agent's reward for a step that left p(start) = `p`: every term is <= 0,
@@ -384,131 +516,25 @@ class ForwardBackwardTrainer(_trainer_base()):
         if logit is not None:
             r += min(max(logit, cls.logit_floor), 0.0) / cls.logit_scale
         if distance is not None:
-            from robolearn.tasks.arm import REWARD_DISTANCE_CAP
+            from robolearn.sim.arm_workspace import REWARD_DISTANCE_CAP
 
             r -= cls.approach_scale * min(distance, REWARD_DISTANCE_CAP)
         return r
 
-    def run(self, stop_at=None) -> dict:
-        from robolearn.resets.scripted import ArmHome
-        from robolearn.resets.stats import ResetStats
 
-        cfg = self.cfg
-        self.dir.mkdir(parents=True, exist_ok=True)
-        import dataclasses
-
-        self._write_json("config.json", {"train": dataclasses.asdict(cfg), "resets": "learned",
-                                         "classifier_train_accuracy": self.classifier_train_acc})
-        self._open_logs()
-        learning_starts = int(getattr(self.agent.config, "learning_starts", 0))
-        target = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
-        self.reset_stats = ResetStats()
-        agreement = []              # classifier verdict == ground truth at each backward end
-        reached = []                # the backward agent got the world back (classifier's verdict)
-        fallbacks = 0               # ... and when it did not, the task's physical reset did it
-        t0 = time.perf_counter()
-        task = self.env.unwrapped.task
-        home = ArmHome(lift=self.home_lift) if hasattr(task, "home_q") else None
-        obs, info = self.env.reset(seed=cfg.seed, options={"reset_controller": home})
-        phase, ep_ret, ep_len, ep_success = "forward", 0.0, 0, False
-        last_reset = dict(info["reset"], kind="learned")
-        back_steps = fwd_steps = 0
-        a_low, a_high = self.env.action_space.low, self.env.action_space.high
-        try:
-            while self.env_steps < target:
-                agent = self.agent if phase == "forward" else self.backward
-                if self.env_steps < learning_starts:
-                    action = self.rng.uniform(a_low, a_high).astype(np.float32)
-                else:
-                    action = agent.act(obs)
-                nxt, fwd_reward, fwd_done, truncated, info = self.env.step(action)
-                p, back_reward = self._backward_score(nxt, info)
-                back_done = p > self.threshold
-                if phase == "backward":
-                    reward, terminated = back_reward, back_done
-                    back_steps += 1
-                    truncated = truncated or (ep_len + 1 >= self.backward_max_steps and not back_done)
-                else:
-                    reward, terminated = fwd_reward, fwd_done
-                    fwd_steps += 1
-                ends = bool(terminated or truncated)
-                # each agent stores the step with its own reward; for the one not acting, the
-                # phase's end is a time limit (the world goes on, its task was not decided)
-                for mine, rep, r, done in ((phase == "forward", self.replay, fwd_reward, fwd_done),
-                                           (phase == "backward", self.backward_replay, back_reward, back_done)):
-                    if mine or self.share_experience:
-                        rep.add(obs, action, r, nxt, bool(done), ends and not done)
-                self.env_steps += 1
-                ep_ret += float(reward)
-                ep_len += 1
-                ep_success = ep_success or (phase == "forward" and bool(info.get("success", False)))
-                obs = nxt
-                if self.env_steps >= learning_starts:
-                    # both learners keep learning whichever agent acts (SERL runs them apart from
-                    # the actor): the forward agent gets `utd` updates per env step, as it would
-                    # with teleport resets, rather than per forward step
-                    for _ in range(int(self.agent.config.utd)):
-                        self._update_agent(self.agent, self.sampler)
-                    for _ in range(int(self.backward.config.utd)):
-                        self._update_agent(self.backward, self.backward_sampler)
-                if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
-                    self._evaluate()
-                if terminated or truncated:
-                    rec = {"kind": "episode", "step": self.env_steps, "phase": phase, "return": ep_ret,
-                           "length": ep_len, "success": ep_success if phase == "forward" else bool(terminated),
-                           "reset": last_reset}
-                    if phase == "backward":
-                        truth = bool(task.start_state_true())
-                        agreement.append(truth == bool(terminated))
-                        reached.append(bool(terminated))
-                        rec["start_state_true"] = truth
-                        # what the classifier judged (e.g. the cube's x, y): where the world was left
-                        rec["start_features"] = [round(float(v), 4) for v in obs[self.start_key][self.features]]
-                    self.episodes += phase == "forward"
-                    # next phase, from the world as it is; only the arm is homed by script, unless
-                    # the backward agent did not get there: then the task's own physical reset
-                    phase = "backward" if phase == "forward" else "forward"
-                    escalate = phase == "forward" and self.fallback_to_task_reset and not rec["success"]
-                    opts = {} if escalate else {"reset_controller": home if phase == "forward" else None}
-                    obs, info = self.env.reset(options=opts)
-                    last_reset = dict(info["reset"])
-                    if phase == "forward" and escalate:
-                        fallbacks += 1
-                        self.reset_stats.add(last_reset)      # kind "scripted", ok as it went
-                    elif phase == "forward":   # the backward agent (+ the scripted arm home) reset it
-                        last_reset["kind"] = "learned"
-                        last_reset["ok"] = bool(rec["success"])
-                        self.reset_stats.add(last_reset)
-                    self._log(rec)
-                    ep_ret, ep_len, ep_success = 0.0, 0, False
-            if self.last_eval is None or self.last_eval["step"] != self.env_steps:
-                self._evaluate()
-            self.wall_before += time.perf_counter() - t0
-            self.save_checkpoint(final=True)
-            summary = self._finish()
-            summary.update(resets_mode="learned", forward_env_steps=fwd_steps, backward_env_steps=back_steps,
-                           classifier_train_accuracy=self.classifier_train_acc,
-                           classifier_threshold=self.threshold,
-                           classifier_agreement_with_ground_truth=(float(np.mean(agreement)) if agreement else None),
-                           backward_demo_episodes=self.backward_demo_episodes,
-                           backward_updates=int(self.backward.num_updates),
-                           backward_reached_start=(int(sum(reached)), len(reached)),
-                           fallback_resets=fallbacks,
-                           resets=self.reset_stats.as_dict())
-            self._write_json("summary.json", summary)
-            return summary
-        finally:
-            self._close_logs()
-
-    def _update_agent(self, agent, sampler) -> None:
-        bs = int(agent.config.batch_size)
-        if agent is self.agent:
-            if len(self.replay) >= 1:
-                t = time.perf_counter()
-                self._update(sampler.sample(bs))
-                self.update_time += time.perf_counter() - t
-        elif len(self.backward_replay) >= 1:
-            self.backward.update(sampler.sample(bs))
-
-    def close(self):
-        super().close()
+def make_forward_backward_hooks(cfg, resumed_state: dict | None = None) -> ForwardBackwardHooks:
+    """The hooks of a `--resets learned` run: a new run fits the start-state classifier on a sim
+    twin first; a resumed one loads it from the checkpoint."""
+    hooks = ForwardBackwardHooks(cfg)
+    if resumed_state is None:
+        hooks.back_demos = hooks.fit_classifier()
+    else:
+        s = resumed_state["hooks"]
+        ckpt = resumed_state["_checkpoint"]
+        hooks.start_key, hooks.features = s["start_key"], np.asarray(s["features"], dtype=int)
+        hooks.threshold, hooks.classifier_train_acc = float(s["threshold"]), s["classifier_train_accuracy"]
+        hooks.classifier = StartStateClassifier.load(ckpt / "start_classifier.safetensors")
+        if hooks.start_key == "privileged":
+            hooks.twin_kwargs["privileged_obs"] = True
+        hooks.back_demos = None
+    return hooks

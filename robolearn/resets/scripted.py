@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robolearn.errors import ConfigError, SafetyError
+from robolearn.errors import ConfigError, ResetError, SafetyError
 from robolearn.robot import Arm
 
 
@@ -120,9 +120,58 @@ class ArmHome:
 
     def run(self, task, rng):
         if self.lift > 0 and hasattr(task, "kin"):
-            from robolearn.resets.cube import _EeMover
-
-            mover = _EeMover(task, step=0.02)
+            mover = EeMover(task, step=0.02)
             if mover.ee[2] < self.lift:
                 yield from mover.to((mover.ee[0], mover.ee[1], self.lift), open_=True, max_periods=20, soft=True)
         yield from move_home(task)
+
+
+class EeMover:
+    """Straight-line grasp-point moves through the task's IK, one control period per yield."""
+
+    def __init__(self, task, step: float):
+        self.task = task
+        self.step = float(step)
+        self.dt = 1.0 / task.control_hz
+        st = task.arm.read()
+        self.q = np.clip(np.array(st.q, dtype=np.float64), task.kin.lower, task.kin.upper)
+        self.roll0 = float(task.home_q[4])
+        self.roll = float(self.q[4])
+        self.ee = task.kin.fk(self.q)
+        self.gripper = float(st.gripper)
+
+    def _send(self, open_: bool):
+        t = self.task
+        g = t.spec.gripper_open if open_ else t.spec.gripper_closed
+        self.gripper = float(g)
+        t.arm.command(self.q, self.gripper)
+        t.arm.advance(self.dt)
+        return self.dt
+
+    def to(self, target, open_: bool, roll: float | None = None, speed: float = 1.0, tol: float = 0.006,
+           max_periods: int = 150, soft: bool = False):
+        """Move; returns True on arrival. Not arrived in `max_periods`: False if `soft`, else raise."""
+        t = self.task
+        target = np.asarray(target, dtype=np.float64)
+        want_roll = self.roll if roll is None else self.roll0 + roll
+        for _ in range(max_periods):
+            d = target - self.ee
+            n = float(np.linalg.norm(d))
+            lim = self.step * speed
+            self.ee = target.copy() if n <= lim else self.ee + d * (lim / n)
+            q, _ = t.kin.ik(self.ee, self.q)
+            self.roll += float(np.clip(want_roll - self.roll, -0.3, 0.3))
+            q[4] = min(max(self.roll, t.kin.lower[4]), t.kin.upper[4])
+            self.q = q
+            yield self._send(open_)
+            if n <= lim and float(np.linalg.norm(t.kin.fk(t.arm.read().q) - target)) < tol \
+                    and abs(want_roll - self.roll) < 1e-9:
+                return True
+        if soft:
+            return False
+        raise ResetError(f"the arm did not reach {np.round(target, 3).tolist()} m while resetting the cube "
+                         "(blocked?)")
+
+    def hold(self, periods: int, open_: bool):
+        for _ in range(periods):
+            yield self._send(open_)

@@ -17,19 +17,10 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from robolearn.errors import RobolearnError
+from robolearn.errors import ResetAbortedError, ResetError
 from robolearn.resets.modes import check_on_failure
 from robolearn.resets.prompt import CONTINUE, QUIT, RETRY
-from robolearn.resets.stats import ResetReport
-
-
-class ResetError(RobolearnError, RuntimeError):
-    """A reset could not bring the world back to the start distribution (the message says why
-    and what to do)."""
-
-
-class ResetAbortedError(ResetError):
-    """The operator chose to quit at the reset prompt."""
+from robolearn.reset_report import ResetReport
 
 
 class ResetController(Protocol):

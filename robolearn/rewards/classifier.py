@@ -125,7 +125,7 @@ def fit_classifier(data: dict, cfg: ClassifierConfig | None = None, out: str | P
                    log: Callable[[str], None] = print, source: str = "") -> tuple["ClassifierReward", dict]:
     """`train_classifier` on frames already in memory (`load_frames`' layout: frames {camera:
     uint8 (N,H,W,3)}, labels, episode, episodes, episode_has_success, cameras, image_shape,
-    env_id, optional episode_source), e.g. camera frames a robot labelled itself (policies/perception_calibration.py)."""
+    env_id, optional episode_source), e.g. camera frames a robot labelled itself (robolearn/runtime/perception_calibration.py)."""
     cfg = cfg or ClassifierConfig()
     dataset = source
     cams, shape = data["cameras"], data["image_shape"]

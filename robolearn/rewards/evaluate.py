@@ -91,7 +91,7 @@ def env_kwargs_for(meta: dict) -> dict:
 def evaluate_model(env_id: str, model_dir: str | Path, episodes: int = 50, seed: int = 100_000,
                    policy: Callable | None = None, png: str | Path | None = None,
                    plan: list[tuple[str, int]] | None = None, log: Callable[[str], None] = print) -> dict:
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.rewards.sim_episodes import check_env, fresh_episodes
 
     meta = read_meta(model_dir)

@@ -40,7 +40,7 @@ def true_progress(env) -> float:
     task = env.unwrapped.task
     name = getattr(task, "name", "")
     if name == "lift":
-        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+        from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
         return float(np.clip((task.cube_pose()[0][2] - CUBE_HALF) / LIFT_HEIGHT, 0.0, 1.0))
     if name == "push":
@@ -104,7 +104,7 @@ def run_episode(env, kind: str, seed: int, policy: Callable | None = None,
             if kind == "no_grasp":
                 a[-1] = 1.0
             elif kind == "low_lift" and getattr(ctrl, "phase", "") == "lift":
-                from robolearn.tasks.arm import EE_STEP
+                from robolearn.sim.arm_workspace import EE_STEP
 
                 cap = 0.02 + 0.025  # grasp height + 2.5 cm
                 room = (cap - base.task.ee_cmd[2]) / EE_STEP
@@ -132,7 +132,7 @@ def record_dataset(env_id: str, out: str, plan: list[tuple[str, int]], seed: int
     (robolearn.sim.randomization), e.g. camera pose and light per episode, so a model trained
     on the frames survives a real camera (`CAMERA_RANDOMIZATION`)."""
     from robolearn.data.dataset import DatasetWriter
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
 
     env = make_env(env_id, "both", env_kwargs=env_kwargs or {}, reality_gap=reality_gap or {})
     try:

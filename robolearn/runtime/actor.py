@@ -416,7 +416,7 @@ class Actor:
 
 
 def _make_env(cfg: LaunchConfig):
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.rewards.serving import actor_env_kwargs
 
     kwargs = actor_env_kwargs(cfg.env_kwargs, cfg.reward)  # [reward]: in the loop, or a placeholder

@@ -153,7 +153,7 @@ class LaunchConfig:
                 if not isinstance(v, (int, float)) or v <= 0:
                     raise ConfigError(f"{prefix}{name}={v!r}: must be a positive number of seconds")
         if self.reward:
-            from robolearn.rewards.serving import reward_config
+            from robolearn.reward_config import reward_config
 
             reward_config(self.reward, "[reward]")
         if self.finetune is not None:

@@ -35,7 +35,7 @@ REPUBLISH_S = 1.0
 
 def pretrained_state(checkpoint: str | Path) -> tuple[Path, dict]:
     """(checkpoint folder, its trainer.json) of a sim-pretrained run."""
-    from robolearn.policies.training import find_checkpoint
+    from robolearn.policies.checkpoints import find_checkpoint
 
     if not checkpoint:
         raise ConfigError("finetune.checkpoint is empty: set it to the run folder of the "
@@ -96,7 +96,7 @@ def resolve_agent(cfg) -> None:
 
 def make_sim_twin(cfg):
     """The learner's env: the sim version of the robot's task (spaces, prior data; no robot)."""
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
 
     return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.finetune.sim_env_kwargs, {})
 
@@ -121,7 +121,7 @@ def load_pretrained(agent, checkpoint: str | Path, load: str) -> None:
 def resume_session(learner) -> bool:
     """Load the session's own last checkpoint (agent, replay, env-step count) if there is one."""
     from robolearn.policies.serialize import load_state
-    from robolearn.policies.training import CHECKPOINTS, LATEST, find_checkpoint
+    from robolearn.policies.checkpoints import CHECKPOINTS, LATEST, find_checkpoint
 
     root = learner.dir / CHECKPOINTS
     if not (root / LATEST).is_file():
@@ -181,7 +181,7 @@ def prepare_learner(learner) -> dict:
 
 def load_prior(spec: str, learner) -> dict:
     """`sim:N`: N episodes of the pretrained policy in the sim twin; else as `--demos`."""
-    from robolearn.policies.training import collect_rollouts, episode_count, load_demos
+    from robolearn.policies.demos import collect_rollouts, episode_count, load_demos
 
     if spec.startswith("sim:"):
         n = episode_count(spec, "finetune.prior_data")
@@ -195,7 +195,7 @@ def load_prior(spec: str, learner) -> dict:
 def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
     """Deterministic episodes on the robot env: the env's success and, where the backend has an
     oracle (`info["true_success"]`: a simulator or an emulator), the true success."""
-    from robolearn.resets.stats import ResetStats
+    from robolearn.reset_report import ResetStats
 
     env = make_env()
     rets, model, truth, steps = [], [], [], []
@@ -260,7 +260,7 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "interventions": int(sum(e.get("interventions", 0) for e in eps)),
         "episodes_with_interventions": int(sum(1 for e in eps if e.get("interventions", 0))),
         "reward_missing_steps": int(sum(e.get("reward_missing", 0) for e in eps)),
-        # reset records (robolearn/resets/stats.py): `seconds` of robot time, `ok`, `failures`
+        # reset records (robolearn/reset_report.py): `seconds` of robot time, `ok`, `failures`
         "resets": len(resets), "reset_time_s": float(sum(r.get("seconds", 0.0) for r in resets)),
         "reset_failures": int(sum(1 for r in resets if r.get("ok") is False or r.get("failures", 0))),
         "human_prompts": int(sum(r.get("human_prompts", 0) for r in resets)),
@@ -420,7 +420,7 @@ class EmulatedRobotSession:
 
 
 def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
-    """Camera calibration on the robot (policies/perception_calibration.py): the arm moves the
+    """Camera calibration on the robot (robolearn/runtime/perception_calibration.py): the arm moves the
     cube and labels camera frames from its kinematics; the cube finder for camera resets is
     fitted on them and the policy localiser (env_kwargs perception) fine-tuned, both saved to
     RUN/perception_calibration/, which every robot env of the session then reads (the sim
@@ -428,8 +428,8 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     The operator is asked (the env's reset prompt) to put the cube on the start mark."""
     import gymnasium as gym
 
-    from robolearn.env import register_all
-    from robolearn.policies.perception_calibration import (PerceptionCalibrationConfig, calibrate_localisers,
+    from robolearn.registry import register_all
+    from robolearn.runtime.perception_calibration import (PerceptionCalibrationConfig, calibrate_localisers,
                                                           collect_robot_frames, save_frames,
                                                           train_success_classifier)
     from robolearn.teleop.recorder import HumanLabelsOnly
@@ -506,14 +506,14 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
     camera frames kept and the recording device's labels instead of a reward model: the data
     a robot-trained reward classifier learns from (HIL-SERL), before there is one."""
     from robolearn.data.dataset import DatasetWriter
-    from robolearn.policies.training import make_env
+    from robolearn.policies.env_building import make_env
     from robolearn.teleop import make_device
     from robolearn.teleop.recorder import HumanLabelsOnly, record
     from robolearn.teleop.session import Readout
 
     import gymnasium as gym
 
-    from robolearn.resets.stats import ResetStats
+    from robolearn.reset_report import ResetStats
 
     class ResetLog(gym.Wrapper):  # the resets' statistics for the summary
         stats = ResetStats()
@@ -552,7 +552,7 @@ def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
     from safetensors.torch import load_file
 
     from robolearn.policies.registry import make_agent
-    from robolearn.policies.training import find_checkpoint
+    from robolearn.policies.checkpoints import find_checkpoint
 
     ckpt = find_checkpoint(checkpoint)
     env = make_robot_env(cfg)

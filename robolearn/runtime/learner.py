@@ -94,7 +94,7 @@ class Learner:
         prior_fraction = getattr(ac, "prior_fraction", None)
         if lc.demos:
             from robolearn.data.replay import transitions_to_buffer
-            from robolearn.policies.training import load_demos
+            from robolearn.policies.demos import load_demos
 
             demos = load_demos(lc.demos, self.env, seed=cfg.seed)
             if prior_fraction:
@@ -399,7 +399,8 @@ class Learner:
         then checkpoints/latest.json points at it (the layout `robolearn eval` reads)."""
         import dataclasses
 
-        from robolearn.policies.training import CHECKPOINTS, TrainConfig, write_checkpoint
+        from robolearn.policies.checkpoints import CHECKPOINTS, write_checkpoint
+        from robolearn.policies.train_config import TrainConfig
         from robolearn.runtime.actor import agent_overrides
 
         c = self.cfg

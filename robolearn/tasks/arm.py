@@ -36,37 +36,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robolearn.env import (RobotEnv, check_choice, check_control_hz, check_obs_mode,
-                           env_owning_backend)
+from robolearn.checks import check_choice
 from robolearn.errors import ConfigError
 from robolearn.robot import Backend
+from robolearn.sim.arm_workspace import (WORKSPACE_LOW, WORKSPACE_HIGH, HOME_EE, EE_STEP,
+                                        JOINT_STEP, REACH_RADIUS, DISTANCE_REWARD_SCALE,
+                                        REWARD_DISTANCE_CAP, PUSH_RADIUS, LIFT_HEIGHT, CUBE_HALF,
+                                        START_YAW_SPREAD, CUBE_REGION_LOW, CUBE_REGION_HIGH,
+                                        PUSH_GOAL_LOW, PUSH_GOAL_HIGH)
 from robolearn.tasks.base import Evaluation, Task
 from robolearn.tasks.cube_orientation import canonical_cube_quat
-
-WORKSPACE_LOW = np.array([0.12, -0.18, 0.02])
-WORKSPACE_HIGH = np.array([0.32, 0.18, 0.20])
-HOME_EE = np.array([0.20, 0.0, 0.15])           # grasp point at reset, gripper open, pointing down
-EE_STEP = 0.025                                  # m per unit action per control step
-JOINT_STEP = 0.15                                # rad per unit action per control step
-REACH_RADIUS = 0.02                              # reach success: within 2 cm
-# Dense rewards are distances in decimetres (10x metres), so a step's reward is O(1) like the
-# entropy bonus SAC adds to it (alpha * |A| nats); in metres (about -0.1 a step) the bonus
-# swamped the task and default SAC learnt to wander instead of reaching (docs/arm.md).
-DISTANCE_REWARD_SCALE = 10.0
-#: distances beyond this (m) count as this in dense rewards: the table is 0.8 m across and the arm
-#: reaches 0.54 m, so only a lost cube (off the table, flung by a contact blow-up in the sim) is
-#: farther, and one unbounded step reward would swamp a critic for the rest of a run
-REWARD_DISTANCE_CAP = 0.5
-PUSH_RADIUS = 0.03                               # push success: cube centre within 3 cm of goal
-LIFT_HEIGHT = 0.05                               # lift success: cube 5 cm above resting height
-CUBE_HALF = 0.015                                # the cube is 3 cm
-#: a start cube's yaw is the radial direction +- this (rad): a face toward the arm, as a person
-#: setting it down for the gripper would (teleport resets and the scripted `PlaceCube` alike)
-START_YAW_SPREAD = 0.3
-CUBE_REGION_LOW = np.array([0.16, -0.12])        # where the cube is placed on reset (x, y)
-CUBE_REGION_HIGH = np.array([0.28, 0.12])
-PUSH_GOAL_LOW = np.array([0.14, -0.15])          # where push goals may lie (x, y)
-PUSH_GOAL_HIGH = np.array([0.30, 0.15])
 
 TASKS = ("reach", "push", "lift")
 CUBE_TASKS = ("push", "lift")                    # success needs the cube pose: a reward source on hardware
@@ -158,23 +137,9 @@ class ArmTask(Task):
         self.ee_cmd = self.kin.fk(self.q_cmd)
         return self._begin(rng)
 
-    #: a camera cube finder (policies/cube_finder.py) for resets that cannot ask the simulator
+    #: a camera cube finder (policies/cube_finder.py) for resets that cannot ask the simulator;
+    #: attached by the composition layer (robolearn/compose/envs.py)
     cube_finder = None
-
-    def reset_controller(self):
-        """Physical reset: the cube back into its start region (push, lift), then the arm home.
-        The cube's pose comes from the camera when the env has a `cube_finder` (the only way on
-        hardware), else from the simulator; without either, only the arm goes home."""
-        from robolearn.resets.cube import PlaceCube
-        from robolearn.resets.scripted import ArmHome
-
-        if self.needs_cube and self.cube_finder is not None:
-            from robolearn.resets.cube_camera import PlaceCubeByCamera
-
-            return PlaceCubeByCamera(self.cube_finder, tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
-        if self.needs_cube and self.sim is not None:
-            return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
-        return ArmHome()
 
     def start_state_features(self) -> tuple[str, list[int]]:
         """(observation key, entries) a start-state classifier looks at (learned resets): the
@@ -440,107 +405,4 @@ class ArmLift(ArmTask):
 TASK_CLASSES = {"reach": ArmReach, "push": ArmPush, "lift": ArmLift}
 
 
-# ---------------------------------------------------------------------------- factory
-def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
-                 control_hz: float = 10.0, action_mode: str = "ee_delta",
-                 image_size: tuple[int, int] = (84, 84), port: str | None = None,
-                 camera=None, reward_source=None, render_mode: str | None = None,
-                 privileged_obs: bool = False, reset_mode: str | None = None,
-                 reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 cube_finder: str | None = None, **backend_kwargs) -> RobotEnv:
-    """Build an arm `RobotEnv`.
-
-    `privileged_obs=True` (sim only) adds the `privileged` observation (see module docstring).
-
-    backend="sim": `camera` picks the sim cameras for pixel observations (None: both `wrist`
-    and `front`; or a name / list of names); extra kwargs: model_path, timestep.
-    backend="real": `port` (serial port of the servo bus) and `camera` (OpenCV source, named
-    `front`; or a dict {name: source} with names from the sim's cameras) go to
-    `robolearn.drivers.real.make_arm_backend`, with any extra kwargs (e.g. calibration).
-    reset_mode: "teleport" (sim default) or "physical" (hardware's only mode); reset_on_failure,
-    reset_timeout, reset_prompt: see `robolearn.env.RobotEnv` and robolearn/resets.
-    cube_finder: a cube finder folder (made by the camera calibration on the robot,
-    policies/cube_finder.py): push/lift physical resets then find the cube with the camera
-    (resets/cube_camera.py), as they must on hardware; its camera must be among the env's.
-    """
-    from robolearn.resets.modes import resolve_reset_mode
-
-    check_choice("task", task, TASKS)
-    check_choice("backend", backend, BACKENDS)
-    resolve_reset_mode(reset_mode, backend)
-    check_obs_mode(obs)
-    hz = check_control_hz(control_hz, max_hz=500.0)
-    check_choice("action_mode", action_mode, ACTION_MODES)
-    from robolearn.sim.arm import CAMERA_NAMES, check_image_size, make_arm_sim_backend
-
-    image_size = check_image_size(image_size)
-    if backend == "sim":
-        unknown = sorted(set(backend_kwargs) - set(SIM_BACKEND_KWARGS))
-        if unknown:
-            raise ConfigError(f"unknown arm env option(s) {unknown} for backend='sim'; accepted extra "
-                              f"options: {', '.join(SIM_BACKEND_KWARGS)}")
-        if port is not None:
-            raise ConfigError("port= is for backend='real' (the servo bus); the sim has no port")
-        if camera is None:
-            cams = CAMERA_NAMES
-        else:
-            cams = (camera,) if isinstance(camera, str) else tuple(camera)
-            for c in cams:
-                check_choice("camera", c, CAMERA_NAMES)
-        be = make_arm_sim_backend(control_hz=hz, cameras=cams, image_size=image_size, **backend_kwargs)
-    else:
-        if privileged_obs:
-            raise ConfigError("privileged_obs=True needs backend='sim': hardware cannot measure the "
-                              "cube pose; train with privileged='critic' so the policy runs without it")
-        if isinstance(camera, dict):
-            for c in camera:
-                check_choice("camera name", c, CAMERA_NAMES)  # the names a sim-trained policy knows
-        if task in CUBE_TASKS and reward_source is None:
-            raise ConfigError(f"task={task!r} on backend='real' needs reward_source= (a RewardSource, "
-                              "e.g. a success classifier): hardware cannot measure the cube pose "
-                              "(`robolearn record` labels with the recording device instead)")
-        if port is None:
-            raise ConfigError("backend='real' needs port= (the servo bus serial port, e.g. /dev/ttyACM0)")
-        from robolearn.drivers.real import make_arm_backend
-
-        be = make_arm_backend(port=port, camera=camera, image_size=image_size, **backend_kwargs)
-    model_path = backend_kwargs.get("model_path") if backend == "sim" else None
-
-    def make_task(b):
-        t = TASK_CLASSES[task](b, control_hz=hz, action_mode=action_mode, model_path=model_path)
-        if cube_finder:
-            _attach_cube_finder(t, cube_finder)
-        return t
-
-    return env_owning_backend(
-        be, make_task, obs=obs, render_mode=render_mode, reward_source=reward_source,
-        privileged_obs=privileged_obs, reset_mode=reset_mode, reset_on_failure=reset_on_failure,
-        reset_timeout=reset_timeout, reset_prompt=reset_prompt)
-
-
-def _attach_cube_finder(task: ArmTask, path) -> None:
-    from robolearn.policies.cube_finder import CubeFinder
-
-    if not task.needs_cube:
-        raise ConfigError(f"cube_finder is for the cube tasks (push, lift); {task.name} has no cube to reset")
-    finder = CubeFinder.load(path)
-    cam = task.backend.cameras.get(finder.camera)
-    if cam is None:
-        raise ConfigError(f"cube_finder {path} looks through camera {finder.camera!r}; this env has "
-                          f"cameras {sorted(task.backend.cameras)}: add {finder.camera!r} to camera=")
-    shape = tuple(finder.image_shape)
-    if tuple(cam.shape) != shape:
-        raise ConfigError(f"cube_finder {path} was trained on {shape} images, camera {finder.camera!r} "
-                          f"gives {tuple(cam.shape)}; set image_size = {list(shape[:2])}")
-    task.cube_finder = finder
-
-
 MAX_EPISODE_STEPS = {"reach": 50, "push": 120, "lift": 100}
-
-
-def register() -> None:
-    from robolearn.env import register_once
-
-    for task, env_name in (("reach", "ArmReach"), ("push", "ArmPush"), ("lift", "ArmLift")):
-        register_once(f"robolearn/{env_name}-v0", entry_point="robolearn.tasks.arm:make_arm_env",
-                      kwargs={"task": task}, max_episode_steps=MAX_EPISODE_STEPS[task])

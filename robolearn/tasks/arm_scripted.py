@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from robolearn.errors import ConfigError
-from robolearn.tasks.arm import CUBE_HALF, EE_STEP, LIFT_HEIGHT, WORKSPACE_HIGH, WORKSPACE_LOW
+from robolearn.sim.arm_workspace import CUBE_HALF, EE_STEP, LIFT_HEIGHT, WORKSPACE_HIGH, WORKSPACE_LOW
 
 OPEN, CLOSED = 1.0, -1.0
 

@@ -70,10 +70,18 @@ class Task(ABC):
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
         """Teleport reset (sim only): write the start state, sample the goal; return info."""
 
+    #: builds this task's physical reset controller, `factory(task)`; handed in by the
+    #: composition layer (robolearn/compose/envs.py), since the controllers live in
+    #: robolearn/resets, a layer above the tasks
+    make_reset_controller = None
+
     def reset_controller(self):
         """The physical reset controller (a `robolearn.resets.supervisor.ResetController`):
         what `reset_mode="physical"` runs before `start_episode`."""
-        raise NotImplementedError(f"{type(self).__name__} has no physical reset controller")
+        if self.make_reset_controller is None:
+            raise NotImplementedError(f"{type(self).__name__} has no physical reset controller "
+                                      "(make the env with gymnasium.make, which attaches one)")
+        return self.make_reset_controller(self)
 
     def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
         """Physical reset, after the controller ran: begin an episode from the world as it is

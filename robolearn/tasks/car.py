@@ -33,8 +33,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robolearn.env import (RobotEnv, check_choice, check_control_hz, check_obs_mode,
-                           env_owning_backend, register_once)
 from robolearn.errors import ConfigError
 from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
@@ -107,13 +105,6 @@ class CarLap(Task):
             self.progress = s0               # progress is measured from the start line
             self._t_prev = self.car.read().stamp
         return self._info()
-
-    def reset_controller(self):
-        """Physical reset: back off any wall and turn toward the track ahead (the FastRLAP-style
-        recovery of `robolearn.resets.car`); the lap timer starts at the next start-line crossing."""
-        from robolearn.resets.car import RecoverOntoTrack
-
-        return RecoverOntoTrack()
 
     def start_episode(self, rng: np.random.Generator) -> dict[str, Any]:
         self._reset_counters()
@@ -229,82 +220,10 @@ class CarLap(Task):
         return PurePursuit(env)
 
 
-# ------------------------------------------------------------------------------ factory
-def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 20.0,
-                 image_size: tuple[int, int] = (84, 84), end_on_collision: bool = False,
-                 port: str | None = None, camera: str | None = None, reward_source=None,
-                 render_mode: str | None = None, collision_penalty: float = 0.0,
-                 privileged_obs: bool = False, reset_mode: str | None = None,
-                 reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 **backend_kwargs) -> RobotEnv:
-    """Build a CarLap env. `privileged_obs=True` (sim only) adds the `privileged` observation:
-    the track-relative entries (lateral offset, heading error, curvature ahead) a real car
-    cannot measure (module docstring).
-    reset_mode: "teleport" (sim default: the car is put behind the start line) or "physical"
-    (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets)."""
-    from robolearn.resets.modes import resolve_reset_mode
-
-    if "privileged_state" in backend_kwargs:
-        raise ConfigError("privileged_state was replaced: the track entries are no longer in `state` "
-                          "(hardware cannot measure them); pass privileged_obs=True to get them as "
-                          "obs['privileged'] in sim, e.g. for an asymmetric critic (privileged='critic')")
-    check_choice("backend", backend, ("sim", "real"))
-    resolve_reset_mode(reset_mode, backend)
-    check_obs_mode(obs)
-    hz = check_control_hz(control_hz, max_hz=250.0)
-    _check_image_size(image_size)
-    if not isinstance(end_on_collision, bool):
-        raise ConfigError(f"end_on_collision={end_on_collision!r}: pass True or False")
-    try:
-        collision_penalty = float(collision_penalty)
-    except (TypeError, ValueError):
-        raise ConfigError(f"collision_penalty={collision_penalty!r} is not a number") from None
-    if not (math.isfinite(collision_penalty) and collision_penalty >= 0):
-        raise ConfigError(f"collision_penalty={collision_penalty!r}: must be a finite number >= 0")
-    if backend == "sim":
-        if port is not None:
-            raise ConfigError(f"port={port!r} is only used with backend='real'")
-        if camera not in (None, "front"):
-            raise ConfigError(f"camera={camera!r}: the simulated car has one camera, 'front'")
-        unknown = sorted(set(backend_kwargs) - set(SIM_KWARGS))
-        if unknown:
-            raise ConfigError(f"unknown CarLap option(s) {unknown}; the sim backend accepts "
-                              f"{', '.join(SIM_KWARGS)}")
-        from robolearn.sim.car import make_car_sim_backend
-
-        be = make_car_sim_backend(image_size=tuple(image_size), camera="front", control_hz=hz,
-                                  **backend_kwargs)
-    else:
-        if reward_source is None:
-            raise ConfigError("backend='real' has no privileged track position: pass "
-                              "reward_source=... (e.g. a success classifier) for reward and success")
-        if port is None:
-            raise ConfigError("backend='real' needs port=... (the car's serial port, e.g. /dev/ttyUSB0)")
-        if privileged_obs:
-            raise ConfigError("privileged_obs=True needs backend='sim' (no track position on hardware); "
-                              "train with privileged='critic' so the policy runs without it")
-        if isinstance(camera, dict) and set(camera) != {"front"}:
-            raise ConfigError(f"camera names {sorted(camera)}: the car has one camera, 'front' "
-                              "(the name its sim-trained policies know)")
-        from robolearn.drivers.real import make_car_backend
-
-        be = make_car_backend(port=port, camera=camera, image_size=tuple(image_size), **backend_kwargs)
-    return env_owning_backend(
-        be, lambda b: CarLap(b, control_hz=hz, end_on_collision=end_on_collision,
-                             collision_penalty=collision_penalty),
-        obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
-        reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
-        reset_prompt=reset_prompt)
-
-
-def _check_image_size(image_size) -> None:
+def check_car_image_size(image_size) -> None:
     try:
         h, w = (int(v) for v in image_size)
     except (TypeError, ValueError):
         raise ConfigError(f"image_size={image_size!r}: give (height, width) in pixels") from None
     if not (8 <= h <= 480 and 8 <= w <= 640):
         raise ConfigError(f"image_size={image_size!r}: height must be in [8, 480], width in [8, 640]")
-
-
-def register() -> None:
-    register_once(ENV_ID, "robolearn.tasks.car:make_car_env", max_episode_steps=MAX_EPISODE_STEPS)

@@ -146,7 +146,7 @@ class OperatorDevice:
         return fetch_truth(self.config.truth_url)
 
     def reset(self) -> None:
-        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+        from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
         mode = self.config.mode
         if mode == "alternate":
@@ -167,7 +167,7 @@ class OperatorDevice:
         self.marks, self.held = 0, 0
 
     def read(self, obs=None) -> DeviceCommand:
-        from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+        from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
         from robolearn.tasks.arm_scripted import CLOSED, OPEN
 
         truth = self._truth()
@@ -214,7 +214,7 @@ class OperatorDevice:
 
     def _arrived(self, goal, ee_true, tol: float) -> bool:
         """The commanded target is there and the person sees the gripper there."""
-        from robolearn.tasks.arm import WORKSPACE_HIGH, WORKSPACE_LOW
+        from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
 
         goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
         return (float(np.abs(self.task.ee_cmd - goal).max()) < 1e-6

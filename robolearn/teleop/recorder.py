@@ -72,7 +72,7 @@ def needs_human_labels(env_id: str, env_kwargs: dict) -> bool:
     """A robot env that can only be built with a reward source, and none was given."""
     import gymnasium as gym
 
-    from robolearn.env import register_all, resolve_env_id
+    from robolearn.registry import register_all, resolve_env_id
 
     if env_kwargs.get("backend") != "real" or env_kwargs.get("reward_source") is not None:
         return False

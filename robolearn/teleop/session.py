@@ -1,6 +1,6 @@
 """What `record` and `teleop` share: opening the env, pacing, the terminal readout.
 
-Pacing reuses the runtime's deadline scheduler (`robolearn.runtime.loop.Rate`): a human
+Pacing reuses the runtime's deadline scheduler (`robolearn.pacing.Rate`): a human
 driving a simulator must see it run at the robot's control rate, not as fast as the CPU
 allows. On a real backend `advance()` already waits, so the extra wait finds no slack.
 """
@@ -19,7 +19,7 @@ from robolearn.errors import ConfigError
 def open_env(env_id: str, obs: str = "state", **kwargs) -> gym.Env:
     """`gymnasium.make` with robolearn's envs registered and a helpful unknown-ID error."""
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from robolearn.env import registered_ids, resolve_env_id
+    from robolearn.registry import registered_ids, resolve_env_id
 
     ids = registered_ids()
     env_id = resolve_env_id(env_id)
@@ -28,7 +28,7 @@ def open_env(env_id: str, obs: str = "state", **kwargs) -> gym.Env:
         raise ConfigError(f"unknown env {env_id!r}; run `robolearn envs` for the list"
                           + (f" (did you mean: {', '.join(near)})" if near else ""))
     if kwargs.get("perception"):  # a frozen localiser's estimate appended to state (perception.py)
-        from robolearn.policies.training import make_env
+        from robolearn.policies.env_building import make_env
 
         return make_env(env_id, obs, kwargs.pop("render_mode", None), None, kwargs)
     return gym.make(env_id, obs=obs, **kwargs)
@@ -59,7 +59,7 @@ class Pacer:
         self.hz = float(hz)
         self._rate = None
         if hz > 0:
-            from robolearn.runtime.loop import Rate
+            from robolearn.pacing import Rate
 
             self._rate = Rate(hz)
         self._times: list[float] = []

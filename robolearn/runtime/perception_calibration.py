@@ -84,10 +84,10 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
     ({"episode": frames for the policy localiser (x, y, z), "look": frames at the look pose
     (x, y)}, stats)."""
     from robolearn.policies.cube_finder import LOOK_Q, sample_reachable_xy
-    from robolearn.resets.cube import _EeMover
+    from robolearn.resets.scripted import EeMover
     from robolearn.resets.cube_camera import PlaceCubeByCamera
     from robolearn.resets.scripted import MoveToJoints
-    from robolearn.tasks.arm import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
+    from robolearn.sim.arm_workspace import CUBE_HALF, CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     rng = np.random.default_rng(cfg.seed)
     dt = 1.0 / task.control_hz
@@ -143,7 +143,7 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
             known = back_to_the_mark("camera calibration: put the cube back on the mark (the arm's idea "
                                      "of where it is drifts a little with every grasp)")
         on_table = lambda: known.copy()  # noqa: E731 - the cube where the arm left it
-        mover = _EeMover(task, 0.02)
+        mover = EeMover(task, 0.02)
         # move about near the cube, then approach, descend, close (the cube on the table)
         for _ in range(2):
             near = known[:2] + rng.uniform(-0.07, 0.07, 2)
@@ -320,7 +320,7 @@ def train_success_classifier(frames: dict, out: str | Path, env_id: str, cfg: Pe
     Why: a classifier trained on sim renders fired on the robot's frames without a lift
     (docs/bench/finetune/); these frames come from the robot's camera itself."""
     from robolearn.rewards.classifier import ClassifierConfig, fit_classifier
-    from robolearn.tasks.arm import CUBE_HALF, LIFT_HEIGHT
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
     data = frames.get("episode")
     if data is None:

@@ -1,0 +1,648 @@
+"""The single-process training loop: env + agent + replay at the agent's update-to-data ratio.
+
+Why it looks like this:
+- The agent (from `robolearn.policies.registry.make_agent`) owns the maths; this loop owns the
+  order of events: act -> step -> store -> `utd` updates -> log / evaluate / checkpoint.
+- One loop for every kind of training. What differs between plain training, reset-free
+  training with forward/backward agents (robolearn/resets/learned.py) and autonomous practice
+  (robolearn/resets/practice_trainer.py) is a `TrainerHooks` object: how an episode starts,
+  which agent acts, what is stored with which reward, which other learners update, what an
+  episode record and the summary add, what a checkpoint holds besides the main agent. So
+  Ctrl-C, periodic checkpoints, resume, run-folder protection, dropped non-finite rewards,
+  interventions and failed resets work the same for all of them (the way Stable-Baselines3
+  keeps `OffPolicyAlgorithm` small with callbacks). The composition layer
+  (robolearn/compose/training.py) picks the hooks and wraps the env; this module imports
+  nothing above the policies.
+- Checkpoints resume *exactly* (robolearn/policies/checkpoints.py). They are written at the
+  first episode boundary after each `checkpoint_every` env steps, so a resumed run starts the
+  same next episode the uninterrupted run would have started, and continues bit-identically.
+- Interventions: when a step's `info["intervention"]` is True, the human's action
+  (`info["intervention_action"]`) is what gets stored, flagged; with a prior buffer (RLPD) the
+  step is also added to the prior data, as HIL-SERL does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from robolearn.errors import ConfigError, DatasetError, ResetError, TrainingError
+from robolearn.jsonfile import write_json_atomic
+from robolearn.policies import evaluation
+from robolearn.policies.checkpoints import (CHECKPOINTS, find_checkpoint, json_rng, py_random_state,
+                                            read_json_file, read_tensors_file, set_py_random_state,
+                                            unjson_rng, write_checkpoint)
+from robolearn.policies.curves import plot_learning_curve, read_metrics
+from robolearn.policies.demos import load_demos
+from robolearn.policies.env_building import evaluation_env_kwargs, make_env, perception_digest
+from robolearn.policies.progress import Eta
+from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
+from robolearn.policies.replay_setup import build_replays
+from robolearn.policies.run_folder import MetricsLog, clear_earlier_run, config_dict
+from robolearn.policies.serialize import load_state
+from robolearn.policies.train_config import TrainConfig, config_from_dict
+from robolearn.reset_report import ResetStats
+
+EVAL_VIDEO_EPISODES = 3  # episodes in a finished run's eval.mp4 (docs/training.md says so)
+
+
+class TrainerHooks:
+    """Plain training on the env's own resets. Subclasses change only what differs; every
+    method gets the `Trainer` and may read its env, agent, replay and counters."""
+
+    #: `cfg.resets` value these hooks implement (kept in config.json and summary.json)
+    kind = "env"
+
+    # ----------------------------------------------------------------- construction
+    def env_kwargs(self, cfg: TrainConfig) -> dict:
+        """Options of the training env (e.g. physical resets)."""
+        return cfg.env_kwargs
+
+    def replay_capacity(self, cfg: TrainConfig) -> int | None:
+        """Online replay capacity (None: `cfg.steps`)."""
+        return cfg.buffer_size
+
+    def wrap_env(self, env: gym.Env) -> gym.Env:
+        return env
+
+    def setup(self, trainer: "Trainer", resumed_state: dict | None) -> None:
+        """After the env, agent and replay exist: build what else the run needs."""
+
+    def config_record(self, trainer: "Trainer") -> dict:
+        """Extra keys of config.json."""
+        return {}
+
+    # ------------------------------------------------------------------------ loop
+    def first_reset_options(self, trainer: "Trainer") -> dict:
+        return {}
+
+    def acting_agent(self, trainer: "Trainer"):
+        return trainer.agent
+
+    def store(self, trainer: "Trainer", obs, action, reward, nxt, terminated, truncated, info,
+              intervened) -> tuple[float, bool, bool, bool]:
+        """Store the step; return (reward for the episode return, terminated, truncated,
+        success) as the episode sees them."""
+        stored = trainer.add_transition(obs, action, reward, nxt, terminated, truncated, intervened)
+        return (float(reward) if stored else 0.0), bool(terminated), bool(truncated), \
+            bool(info.get("success", False))
+
+    def update(self, trainer: "Trainer") -> None:
+        """Called once per env step after the main agent's updates (once learning started)."""
+
+    def end_episode(self, trainer: "Trainer", rec: dict) -> dict:
+        """An episode ended (`rec` is its metrics record, which may be edited); return the
+        `reset()` options of the next one."""
+        return {}
+
+    def counts_as_episode(self, rec: dict) -> bool:
+        return True
+
+    def note_reset(self, trainer: "Trainer", reset: dict | None, ended: dict | None) -> dict | None:
+        """The reset record to log with the coming episode (None: none), and add it to
+        `trainer.reset_stats`; `ended` is the record of the episode before (None at the start)."""
+        if reset:
+            trainer.reset_stats.add(reset)
+        return reset
+
+    def summary(self, trainer: "Trainer") -> dict:
+        """Extra keys of summary.json."""
+        return {}
+
+    # --------------------------------------------------------------------- checkpoints
+    def checkpoint_state(self, trainer: "Trainer") -> dict:
+        """JSON-able state of the hooks (loop phase, counters), kept in trainer.json."""
+        return {}
+
+    def checkpoint_buffers(self, trainer: "Trainer") -> dict:
+        """Other replay buffers to save, {folder name: buffer or None}."""
+        return {}
+
+    def write_checkpoint_files(self, trainer: "Trainer", folder: Path) -> None:
+        """Other learners' weights (safetensors) into the checkpoint folder."""
+
+    def restore(self, trainer: "Trainer", ckpt: Path, state: dict) -> None:
+        """Load what `checkpoint_state` / `checkpoint_buffers` / `write_checkpoint_files` saved."""
+
+    def resume_reset_options(self, trainer: "Trainer") -> dict:
+        """`reset()` options of the first episode after a resume (the checkpoint was taken at an
+        episode boundary, after `end_episode`)."""
+        return {}
+
+
+class Trainer:
+    """One training run in one folder. `Trainer(cfg).run()`; build one for `cfg.resets` with
+    `robolearn.compose.training.build_trainer` (which picks the hooks and wraps the env)."""
+
+    def __init__(self, cfg: TrainConfig, hooks: TrainerHooks | None = None,
+                 wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+                 _resumed_state: dict | None = None):
+        self.cfg = cfg.validate()
+        self.hooks = hooks or TrainerHooks()
+        self._resumed_from = _resumed_state
+        self._eval_env: gym.Env | None = None
+        self.env = None
+        try:
+            self._build(cfg, wrap_env, _resumed_state)
+            self.hooks.setup(self, _resumed_state)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, cfg: TrainConfig, wrap_env, _resumed_state: dict | None) -> None:
+        if cfg.algo not in ALGOS:  # before building an env: a typo should fail fast
+            raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
+                              "(see `robolearn algos`)")
+        torch.set_num_threads(cfg.threads)
+        self.dir = cfg.run_dir()
+        self.env_kwargs = self.hooks.env_kwargs(cfg)
+        self._eval_kwargs = evaluation_env_kwargs(self.env_kwargs)
+        # [reward]: the training env's reward and termination come from the reward model; the
+        # eval env keeps the task's own (in sim: the ground truth the model is judged by)
+        human = cfg.reward.get("kind") == "human"
+        train_kwargs = ({**self.env_kwargs, "reward_source": dict(cfg.reward)} if cfg.reward and not human
+                        else self.env_kwargs)
+        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, train_kwargs, cfg.reality_gap,
+                            cfg.sim_params)
+        if wrap_env is not None:  # human labels / interventions (robolearn/compose/training.py)
+            self.env = wrap_env(self.env)
+        self.env = self.hooks.wrap_env(self.env)
+        self.profile = profile_overrides(cfg.profile, cfg.algo)  # under the user's own options
+        overrides = {**self.profile, **cfg.agent}
+        if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
+            overrides.setdefault("pixels", True)
+        if cfg.utd is not None:
+            overrides["utd"] = cfg.utd
+        if cfg.learning_starts is not None:
+            overrides["learning_starts"] = cfg.learning_starts
+        self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
+                                seed=cfg.seed, **overrides)
+        self.agent.require_learning()
+        self.agent_overrides = overrides
+        if cfg.profile:  # said at start and kept in summary.json: never a silent change of preset
+            used = {k: getattr(self.agent.config, k) for k in self.profile}
+            print(f"profile {cfg.profile}: {cfg.algo} runs with {used or 'its preset unchanged'} "
+                  "(lighter than the paper's settings to fit this machine; docs/learners.md)", flush=True)
+        ac = self.agent.config
+        prior_fraction = getattr(ac, "prior_fraction", None)
+        demos = None
+        if _resumed_state is None:
+            if cfg.demos:
+                demos = load_demos(cfg.demos, self.env, seed=cfg.seed)
+            self.demo_count = len(demos["action"]) if demos is not None else 0
+            use_prior = bool(demos is not None and prior_fraction)
+            # RLPD: demos (+ interventions) are the prior half of every batch. Other algos: the
+            # demos simply seed the online replay, which is sized to hold them too.
+            capacity = self.hooks.replay_capacity(cfg) or cfg.steps
+            self.replay_capacity = capacity + (0 if use_prior else self.demo_count)
+            self.prior_capacity = self.demo_count + cfg.steps if use_prior else 0
+        else:
+            self.demo_count = int(_resumed_state["demo_count"])
+            self.replay_capacity = int(_resumed_state["replay_capacity"])
+            self.prior_capacity = int(_resumed_state["prior_capacity"])
+        self.replay, self.prior, self.sampler = build_replays(
+            self.env.observation_space, self.env.action_space, ac, self.replay_capacity, cfg.seed,
+            demos=demos, prior_capacity=self.prior_capacity, prior_fraction=prior_fraction)
+        # counters and loop state
+        self.env_steps = 0
+        self.episodes = 0
+        # steps whose reward model had no answer (not stored), demos labelled by it included
+        self.rejected_missing_reward = int(np.isnan(demos["reward"]).sum()) if demos is not None else 0
+        self.wall_before = 0.0
+        self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.last_eval: dict | None = None
+        self.reset_stats = ResetStats()  # this session's resets (not resumed ones)
+        self.ep_len = 0
+        self._obs = None
+        self._last_reset: dict | None = None
+        self._loss_acc: dict[str, list] = {}  # metric -> [sum, count] since the last log record
+        self._ep_info: tuple[float, bool] | None = None  # last training episode (return, success)
+        self._log_file: MetricsLog | None = None
+
+    # ------------------------------------------------------------------------ properties
+    @property
+    def updates(self) -> int:
+        return int(self.agent.num_updates)
+
+    @property
+    def eval_env(self) -> gym.Env:
+        if self._eval_env is None:
+            c = self.cfg
+            self._eval_env = make_env(c.env, c.obs, "rgb_array", c.max_episode_steps, self._eval_kwargs,
+                                      c.reality_gap, c.sim_params)
+        return self._eval_env
+
+    def policy(self, obs: dict) -> np.ndarray:
+        return self.agent.act(obs, deterministic=True)
+
+    # ----------------------------------------------------------------------------- loop
+    def run(self, stop_at: int | None = None) -> dict:
+        """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
+        Returns the summary (also written to summary.json when the run completes)."""
+        cfg, hooks = self.cfg, self.hooks
+        if self.env_steps == 0 and self._resumed_from is None:
+            clear_earlier_run(self.dir, cfg.overwrite)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if not (self.dir / "config.json").exists():
+                self._write_json("config.json", {"train": dataclasses.asdict(cfg),
+                                                 "agent": config_dict(self.agent.config),
+                                                 **hooks.config_record(self)})
+            self._log_file = MetricsLog(self.dir, self.env_steps)
+        except OSError as exc:
+            self._close_logs()
+            raise ConfigError(f"cannot write the run folder {self.dir} ({exc.strerror or exc}): "
+                              "pick a writable --out") from None
+        ac = self.agent.config
+        utd, bs = int(ac.utd), int(ac.batch_size)
+        learning_starts = int(getattr(ac, "learning_starts", 0))
+        target = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+        t0 = time.perf_counter()
+        bar = self._progress_bar()
+        eta = Eta(target, learning_starts, start=self.env_steps)
+        last_eta = 0.0
+        if self._obs is None:
+            self._obs, info0 = self.env.reset(seed=cfg.seed, options=hooks.first_reset_options(self) or None)
+            self._last_reset = hooks.note_reset(self, _reset_record(info0), None)
+        ep_ret, ep_success = 0.0, False
+        self.ep_len = 0
+        upd_time, upd_count = 0.0, 0
+        next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
+        a_low, a_high = self.env.action_space.low, self.env.action_space.high
+        self._interrupted = None
+        old_handlers = self._catch_stop_signals()
+        try:
+            while self.env_steps < target and self._interrupted is None:
+                obs = self._obs
+                if self.env_steps < learning_starts:
+                    action = self.rng.uniform(a_low, a_high).astype(np.float32)
+                else:
+                    action = hooks.acting_agent(self).act(obs)
+                nxt, reward, terminated, truncated, info = self.env.step(action)
+                intervened = bool(info.get("intervention", False))
+                if intervened:  # store what the human did, not what the policy proposed
+                    if "intervention_action" not in info:
+                        raise ConfigError("the env set info['intervention'] without "
+                                          "info['intervention_action'] (the action actually applied)")
+                    action = np.asarray(info["intervention_action"], dtype=np.float32)
+                reward, terminated, truncated, success = hooks.store(
+                    self, obs, action, reward, nxt, terminated, truncated, info, intervened)
+                self.env_steps += 1
+                ep_ret += reward
+                self.ep_len += 1
+                ep_success = ep_success or success
+                self._obs = nxt
+
+                if self.env_steps >= learning_starts:
+                    if len(self.replay) >= 1:
+                        t_u = time.perf_counter()
+                        for _ in range(utd):
+                            out = self._update(self.sampler.sample(bs))
+                            for k, v in out.items():  # running sums, checkpointed with the run
+                                acc = self._loss_acc.setdefault(k, [0.0, 0])
+                                acc[0] += float(v)
+                                acc[1] += 1
+                        dt = time.perf_counter() - t_u
+                        upd_time += dt
+                        self.update_time += dt
+                        upd_count += utd
+                    hooks.update(self)
+
+                if self.env_steps % cfg.log_every == 0:
+                    ups = upd_count / upd_time if upd_time > 0 else 0.0
+                    rec = {"kind": "train", "step": self.env_steps, "updates": self.updates,
+                           "updates_per_s": ups, **{k: t / n for k, (t, n) in self._loss_acc.items()}}
+                    self._log(rec)
+                    bar.set_postfix(self._postfix(ups), refresh=False)
+                    upd_time, upd_count, self._loss_acc = 0.0, 0, {}
+
+                if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
+                    self._evaluate()
+                    bar.set_postfix(self._postfix(None), refresh=False)
+
+                if terminated or truncated:
+                    rec = {"kind": "episode", "step": self.env_steps, "episode": self.episodes + 1,
+                           "return": ep_ret, "length": self.ep_len, "success": ep_success,
+                           "terminated": bool(terminated),
+                           **({"reset": self._last_reset} if self._last_reset else {})}
+                    options = hooks.end_episode(self, rec)
+                    rec.pop("terminated")
+                    if hooks.counts_as_episode(rec):
+                        self.episodes += 1
+                    else:
+                        rec.pop("episode")
+                    self._log(rec)
+                    self._ep_info = (ep_ret, rec["success"])
+                    ep_ret, ep_success = 0.0, False
+                    self.ep_len = 0
+                    if next_ckpt is not None and self.env_steps >= next_ckpt:
+                        self.wall_before += time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        self.save_checkpoint()
+                        next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+                    try:
+                        self._obs, info0 = self.env.reset(options=options or None)
+                    except ResetError as exc:  # robot held by the supervisor: keep what was learned
+                        self.wall_before += time.perf_counter() - t0
+                        self._stop_on_failed_reset(exc)
+                    self._last_reset = hooks.note_reset(self, _reset_record(info0), rec)
+                eta.update(self.env_steps)
+                if cfg.progress and time.perf_counter() - last_eta > Eta.REFRESH_S:
+                    last_eta = time.perf_counter()
+                    self._eta = eta.text()
+                    bar.set_postfix(self._postfix(None), refresh=False)
+                bar.update(1)
+            if self._interrupted is not None:  # Ctrl-C / SIGTERM: keep what was learned
+                bar.close()
+                self.wall_before += time.perf_counter() - t0
+                self.save_checkpoint()
+                return self._finish_interrupted()
+            if self.env_steps < cfg.steps:  # stopped early on request
+                self.wall_before += time.perf_counter() - t0
+                return {"env_steps": self.env_steps, "updates": self.updates}
+            if self.last_eval is None or self.last_eval["step"] != self.env_steps:
+                self._evaluate()
+            self.wall_before += time.perf_counter() - t0
+            self.save_checkpoint(final=True)
+            return self._finish()
+        finally:
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
+            bar.close()
+            self._close_logs()
+
+    def add_transition(self, obs, action, reward, nxt, terminated, truncated, intervened: bool) -> bool:
+        """Store one step in the replay (and, for an intervention with a prior buffer, in the
+        prior data); a NaN reward (the reward model had no answer) is counted, never stored."""
+        if not math.isfinite(reward):
+            self.rejected_missing_reward += 1
+            return False
+        self.replay.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=intervened)
+        if intervened and self.prior is not None:
+            self.prior.add(obs, action, reward, nxt, bool(terminated), bool(truncated), intervention=True)
+        return True
+
+    def _catch_stop_signals(self) -> dict:
+        """SIGINT/SIGTERM end the loop at the next env step (then a checkpoint and the summary
+        are written); a second signal aborts at once. Only the main thread may install them."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum, frame):
+            if self._interrupted is not None:
+                raise KeyboardInterrupt
+            self._interrupted = signal.Signals(signum).name
+            print(f"\n{self._interrupted}: stopping at env step {self.env_steps}, saving a checkpoint "
+                  "(send it again to abort without saving)", file=sys.stderr, flush=True)
+
+        return {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _stop_on_failed_reset(self, exc: Exception):
+        """A physical reset failed for good (reset_on_failure='raise', or the operator quit at
+        the prompt) at an episode boundary: write a checkpoint and summary.json, then raise
+        with the reason and the command that continues the run."""
+        self.save_checkpoint()
+        summary = self._finish_interrupted()
+        summary.update(signal=None, stopped="reset failed", message=str(exc))
+        self._write_json("summary.json", summary)
+        raise type(exc)(f"{exc}. Training stopped at env step {self.env_steps}; the checkpoint and "
+                        f"metrics are saved in {self.dir}: put the scene right and continue with "
+                        f"`robolearn train --resume {self.dir}`") from exc
+
+    def _finish_interrupted(self) -> dict:
+        """summary.json of a run stopped by a signal: where it stopped and how to go on."""
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
+            "interrupted": True, "signal": self._interrupted,
+            "env_steps": self.env_steps, "steps": self.cfg.steps, "updates": self.updates,
+            "episodes": self.episodes, "wall_s": round(self.wall_before, 3),
+            "eval_return": self.last_eval["return"] if self.last_eval else None,
+            "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
+            "checkpoint": str(find_checkpoint(self.dir)),
+            "resume": f"robolearn train --resume {self.dir}",
+        }
+        self._write_json("summary.json", summary)
+        return summary
+
+    def _update(self, batch, agent=None) -> dict:
+        agent = agent or self.agent
+        try:
+            out = agent.update(batch)
+        except TrainingError as exc:
+            raise TrainingError(f"at env step {self.env_steps} (update {self.updates}): {exc}. "
+                                "Check rewards/observations for NaN/inf, or lower the learning "
+                                f"rate; the last good checkpoint is in {self.dir / CHECKPOINTS}") from exc
+        bad = {k: v for k, v in out.items() if not math.isfinite(float(v))}
+        if bad:
+            raise TrainingError(f"non-finite training metric(s) {bad} at env step {self.env_steps} "
+                                f"(update {self.updates}); training stopped instead of training through it")
+        return out
+
+    # ------------------------------------------------------------------------ evaluation
+    def _evaluate(self) -> dict:
+        res = evaluation.evaluate(self.eval_env, self.policy, self.cfg.eval_episodes, seed=self.cfg.seed)
+        rec = {"kind": "eval", "step": self.env_steps, "updates": self.updates, **res.as_dict()}
+        self.last_eval = rec
+        self._log(rec)
+        return rec
+
+    def _postfix(self, ups: float | None) -> dict:
+        p = {"eta": getattr(self, "_eta", "?")}
+        if self._ep_info:
+            p["ret"] = f"{self._ep_info[0]:.1f}"
+        if self.last_eval:
+            p["eval_ret"] = f"{self.last_eval['return']:.1f}"
+            p["success"] = f"{self.last_eval['success_rate']:.0%}"
+        if ups is not None:
+            self._last_ups = ups
+        if getattr(self, "_last_ups", None):
+            p["upd/s"] = f"{self._last_ups:.0f}"
+        return p
+
+    def _progress_bar(self):
+        from tqdm import tqdm
+
+        # tqdm's own remaining-time guess averages cheap random steps with learning steps; the
+        # bar shows `eta` from `Eta` instead (per-phase cost, updates and evaluations included)
+        return tqdm(total=self.cfg.steps, initial=self.env_steps, disable=not self.cfg.progress,
+                    desc=f"{self.cfg.algo} {self.cfg.env}", unit="step", dynamic_ncols=True,
+                    mininterval=1.0,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]")
+
+    # --------------------------------------------------------------------------- logging
+    def _close_logs(self):
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def _log(self, rec: dict) -> None:
+        self._log_file.write(rec)
+
+    def _write_json(self, name: str, obj: dict) -> None:
+        write_json_atomic(self.dir / name, obj, indent=2)
+
+    # ------------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, final: bool = False) -> Path:
+        """Write checkpoints/step_<N>/ then atomically point checkpoints/latest.json at it, so a
+        kill at any moment leaves the previous checkpoint usable. Older ones are removed."""
+        env_rng = self.env.unwrapped.np_random.bit_generator.state
+        # Envs with randomness outside `np_random` (e.g. dm_control's task RandomState) can
+        # expose get_rng_state()/set_rng_state(state) (JSON-able) to be resumed exactly too.
+        get_extra = getattr(self.env.unwrapped, "get_rng_state", None)
+        state = {
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
+            "wall_s": self.wall_before, "update_time_s": self.update_time, "demo_count": self.demo_count, "final": final,
+            "replay_capacity": self.replay_capacity, "prior_capacity": self.prior_capacity,
+            "last_eval": self.last_eval, "loss_acc": self._loss_acc,
+            "rejected_missing_reward": self.rejected_missing_reward,
+            "rng": {"loop": json_rng(self.rng.bit_generator.state), "env": json_rng(env_rng),
+                    "env_extra": json_rng(get_extra()) if get_extra else None,
+                    "numpy_global": json_rng(np.random.get_state(legacy=False)),
+                    "python": py_random_state()},
+            "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
+            "perception_sha256": perception_digest(self.env),
+            "hooks": {"kind": self.hooks.kind, **self.hooks.checkpoint_state(self)},
+        }
+        from safetensors.torch import save_file
+
+        def extra_files(folder: Path) -> None:
+            save_file({"torch_rng": torch.get_rng_state()}, str(folder / "torch_rng.safetensors"))
+            self.hooks.write_checkpoint_files(self, folder)
+
+        return write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
+                                {"replay": self.replay, "prior": self.prior,
+                                 **self.hooks.checkpoint_buffers(self)}, state, extra_files)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None,
+               video: bool | None = None,
+               build: Callable[[TrainConfig, dict], "Trainer"] | None = None) -> "Trainer":
+        """Rebuild a run from its latest checkpoint; `steps` may extend the total budget.
+        `build(cfg, state)` makes the trainer with its hooks (robolearn.compose.training does;
+        default: a plain `Trainer`)."""
+        ckpt = find_checkpoint(run_dir)
+        state = read_json_file(ckpt / "trainer.json")
+        train = dict(state["train"])
+        train["out"] = str(Path(run_dir))
+        if steps is not None:
+            train["steps"] = steps
+        for key, value in (("progress", progress), ("video", video)):
+            if value is not None:
+                train[key] = value
+        cfg = config_from_dict(train, source=f"checkpoint {ckpt}")
+        if cfg.steps < state["env_steps"]:
+            raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
+        state["_checkpoint"] = ckpt  # for hooks that load their own files (not saved again)
+        self = build(cfg, state) if build is not None else cls(cfg, _resumed_state=state)
+        if self.hooks.kind != cfg.resets:
+            self.close()
+            raise ConfigError(f"checkpoint {ckpt} is of a resets={cfg.resets!r} run: resume it with "
+                              "`robolearn train --resume`, which builds that kind of trainer")
+        try:
+            self._restore(ckpt, state)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _restore(self, ckpt: Path, state: dict) -> None:
+        cfg = self.cfg
+        # the replay holds the perception model's features: another model's would silently mix in
+        saved, now = state.get("perception_sha256"), perception_digest(self.env)
+        if "perception_sha256" in state and saved != now:
+            raise ConfigError(f"checkpoint {ckpt}: the perception model "
+                              f"{cfg.env_kwargs.get('perception')!r} is not the one this run was trained "
+                              f"with (sha256 {str(now)[:12]}, the run used {str(saved)[:12]}); "
+                              "restore that model folder, or start a new run")
+        self.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
+        self.replay.load(ckpt / "replay")
+        if self.prior is not None:
+            self.prior.load(ckpt / "prior")
+        self.env_steps = int(state["env_steps"])
+        self.episodes = int(state["episodes"])
+        self.wall_before = float(state["wall_s"])
+        self.update_time = float(state["update_time_s"])
+        self.last_eval = state["last_eval"]
+        self._loss_acc = state["loss_acc"]
+        self.rejected_missing_reward = int(state.get("rejected_missing_reward", self.rejected_missing_reward))
+        if self.updates != int(state["updates"]):
+            raise DatasetError(f"checkpoint {ckpt}: agent has {self.updates} updates, "
+                               f"trainer.json says {state['updates']}; the checkpoint is inconsistent")
+        self.hooks.restore(self, ckpt, state)
+        rng = state["rng"]
+        self.rng.bit_generator.state = unjson_rng(rng["loop"])
+        np.random.set_state(unjson_rng(rng["numpy_global"]))
+        set_py_random_state(rng["python"])
+        torch.set_rng_state(read_tensors_file(ckpt / "torch_rng.safetensors")["torch_rng"])
+        # The checkpoint was taken at an episode boundary just before reset(): seed the env
+        # once (the first reset must be seeded in gymnasium), then restore its RNG and reset
+        # so the next episode is the one the uninterrupted run would have started.
+        self.env.reset(seed=cfg.seed, options=self.hooks.first_reset_options(self) or None)
+        self.env.unwrapped.np_random.bit_generator.state = unjson_rng(rng["env"])
+        if rng.get("env_extra") is not None and hasattr(self.env.unwrapped, "set_rng_state"):
+            self.env.unwrapped.set_rng_state(unjson_rng(rng["env_extra"]))
+        self._obs, info0 = self.env.reset(options=self.hooks.resume_reset_options(self) or None)
+        self._last_reset = self.hooks.note_reset(self, _reset_record(info0), None)
+
+    def _finish(self) -> dict:
+        summary = {
+            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
+            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
+            "wall_s": round(self.wall_before, 3),
+            "updates_per_s": self.updates / self.update_time if self.update_time > 0 else None,
+            "eval_return": self.last_eval["return"], "eval_success_rate": self.last_eval["success_rate"],
+            "eval_episodes": self.last_eval["episodes"],
+            "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
+            "checkpoint": str(find_checkpoint(self.dir)),
+            "rejected_missing_reward": self.rejected_missing_reward,
+        }
+        if self.cfg.profile:
+            summary["profile"] = self.cfg.profile
+            summary["profile_options"] = {k: getattr(self.agent.config, k) for k in self.profile}
+        if self.reset_stats.episodes:
+            summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)
+        evals = read_metrics(self.dir / "metrics.jsonl", "eval")
+        if evals:
+            best = max(evals, key=lambda r: r["return"])
+            summary["best_eval_return"] = best["return"]
+            hit = [r["step"] for r in evals if r["success_rate"] >= 0.9]
+            summary["steps_to_90pct_success"] = hit[0] if hit else None
+        plot_learning_curve(self.dir / "metrics.jsonl", self.dir / "learning_curve.png",
+                            title=f"{self.cfg.algo} on {self.cfg.env} (seed {self.cfg.seed})")
+        summary["learning_curve"] = "learning_curve.png"
+        if self.cfg.video:
+            try:
+                path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
+                                            episodes=EVAL_VIDEO_EPISODES, seed=self.cfg.seed)
+                summary["video"] = path.name
+            except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
+                # a renderer-less env... must not throw away a finished run; say why instead
+                print(f"could not record an evaluation video: {exc}")
+                summary["video"] = None
+        summary.update(self.hooks.summary(self))
+        self._write_json("summary.json", summary)
+        return summary
+
+    def close(self):
+        for env in (self.env, self._eval_env):
+            if env is not None:
+                env.close()
+        self._eval_env = None
+
+
+def _reset_record(info: dict) -> dict | None:
+    """An episode's reset record (robolearn envs: kind, seconds, failures, prompts) as logged:
+    wall-clock time stays out of metrics.jsonl, so a resumed run logs what a straight one does."""
+    rec = info.get("reset")
+    return {k: v for k, v in rec.items() if k != "wall_s"} if rec else None

@@ -1,0 +1,57 @@
+"""The `[reward]` table of launch files: its fields and their checks.
+
+Why at the bottom: the training config (policies) and the runtime config check a `[reward]`
+table when they are read, before any model is loaded; building the model from it is the
+rewards layer's job (robolearn/rewards/serving.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from robolearn.configs import check_keys
+from robolearn.errors import ConfigError
+
+KINDS = ("classifier", "progress", "clip", "human")
+WHERE = ("env", "learner")
+
+
+@dataclass
+class RewardConfig:
+    """The `[reward]` table. `model` is a folder from `robolearn reward train` (kind read from its
+    reward.json) or, for kind "clip", a local CLIP folder (`goal`, `baseline`, `alpha`)."""
+
+    model: str | None = None
+    kind: str | None = None             # None: from the model folder's reward.json
+    where: str = "env"                  # env: in the loop (cheap models); learner: beside it
+    threshold: float | None = None      # override the classifier's / CLIP's success threshold
+    device: str = "cpu"
+    goal: str | None = None             # clip: goal prompt, e.g. "a red cube lifted above the table"
+    baseline: str | None = None         # clip: baseline prompt, e.g. "a red cube on a table"
+    alpha: float = 1.0                  # clip: projection strength in [0, 1]
+    camera: str | None = None           # clip: which camera (default: the first)
+
+    def validate(self) -> "RewardConfig":
+        if self.kind is None and self.model is None:
+            raise ConfigError("[reward]: give model = \"DIR\" (from `robolearn reward train`) or kind = \"human\"")
+        if self.kind is not None and self.kind not in KINDS:
+            raise ConfigError(f"[reward] kind={self.kind!r}: choose one of {', '.join(KINDS)}")
+        if self.where not in WHERE:
+            raise ConfigError(f"[reward] where={self.where!r}: choose one of {', '.join(WHERE)}")
+        if self.kind == "clip" and not self.goal:
+            raise ConfigError("[reward] kind='clip' needs goal = \"...\" (the goal prompt)")
+        if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
+            raise ConfigError(f"[reward] alpha={self.alpha!r}: must be in [0, 1]")
+        if self.threshold is not None and not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)):
+            raise ConfigError(f"[reward] threshold={self.threshold!r}: must be a number")
+        return self
+
+
+def reward_config(data: dict | RewardConfig, where: str = "[reward]") -> RewardConfig:
+    if isinstance(data, RewardConfig):
+        return data.validate()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a table of key = value pairs")
+    check_keys(data, (f.name for f in dataclasses.fields(RewardConfig)), where)
+    return RewardConfig(**data).validate()
