@@ -53,6 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_verb_parser(verb: str):
+    """(the parser of `robolearn VERB`'s options, the verb's module)."""
+    module_name, help_text = VERBS[verb]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"robolearn {verb}", description=getattr(module, "HELP", help_text))
+    module.add_arguments(parser)
+    return parser, module
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -62,10 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     verb = argv[0]
     if verb not in VERBS:
         parser.error(f"unknown verb {verb!r}; choose from: {', '.join(VERBS)}")
-    module_name, help_text = VERBS[verb]
-    module = importlib.import_module(module_name)
-    verb_parser = argparse.ArgumentParser(prog=f"robolearn {verb}", description=getattr(module, "HELP", help_text))
-    module.add_arguments(verb_parser)
+    verb_parser, module = build_verb_parser(verb)
     args = verb_parser.parse_args(argv[1:])
     _ctrl_c_interrupts()
     try:

@@ -19,6 +19,9 @@ def add_arguments(parser) -> None:
                              "and no learner: no connection is made, nothing is trained")
     parser.add_argument("--episodes", type=int, default=0,
                         help="with --policy: stop after N episodes (0: until --max-steps or Ctrl-C)")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, over="the launch file's [env_kwargs]")
     from robolearn.teleop.intervention import add_intervene_argument
     add_intervene_argument(parser)  # --intervene DEVICE (overrides actor.intervene)
 
@@ -27,6 +30,7 @@ def run(args) -> int:
     import json
     import logging
 
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.commands.learner import apply_overrides
     from robolearn.errors import ConfigError
     from robolearn.runtime.actor import run_actor
@@ -35,6 +39,7 @@ def run(args) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = load_launch(args.launch)
+    cfg.env_kwargs.update(parse_env_kwargs(args.env_kw))  # CLI wins over the launch file
     if args.max_steps is not None:
         cfg.actor.max_steps = args.max_steps
     if args.hz is not None:

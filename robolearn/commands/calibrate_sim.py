@@ -28,15 +28,17 @@ def add_arguments(parser) -> None:
                         help="max trajectory-error evaluations (default 150 per fitted parameter)")
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--seed", type=int, default=0, help="CMA-ES seed")
-    parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
-                        help="extra sim env kwarg (JSON value) the recording used, e.g. --env-kw model_path=\"my_arm.xml\"")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, note="give the sim env options the recording used, e.g. "
+                                     "--env-kw model_path=my_arm.xml")
 
 
 def run(args) -> int:
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.errors import ConfigError
     from robolearn.sim.sysid import PARAMS, save_sim_params
     from robolearn.runtime.sim_fit import fit_dataset, fit_summary
-    from robolearn.teleop.session import parse_env_kwargs
 
     if args.budget is not None and args.budget < 2:
         raise ConfigError(f"--budget {args.budget}: give at least 2 evaluations")

@@ -13,10 +13,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--video", default=None, metavar="PATH",
                         help="also record one episode to this MP4 (a PNG strip if video writing fails)")
     parser.add_argument("--seed", type=int, default=None, help="evaluation seed (default: the run's seed)")
-    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="override an env option of the training run, e.g. --env-option backend=real "
-                             "--env-option port=/dev/ttyACM0 to run a sim-trained policy on the robot "
-                             "(repeatable; values parsed as TOML)")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, over="the training run's env options",
+                        note="--env-kw backend=real --env-kw port=/dev/ttyACM0 runs a sim-trained "
+                             "policy on the robot", aliases=("--env-option",))
     from robolearn.teleop.intervention import add_intervene_argument
     add_intervene_argument(parser)  # --intervene DEVICE: a human may take over during evaluation
 
@@ -44,15 +45,14 @@ def run(args) -> int:
     # headless offscreen rendering for the eval video unless the user chose a GL backend
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.policies import evaluation
     from robolearn.policies.checkpoints import load_policy
-
-    from robolearn.commands.train import parse_overrides
 
     if args.video:  # before minutes of evaluation, not after
         check_writable(args.video, "--video")
     policy, env, cfg = load_policy(args.checkpoint, render_mode="rgb_array" if args.video else None,
-                                   env_kwargs=parse_overrides(args.env_option))
+                                   env_kwargs=parse_env_kwargs(args.env_kw))
     from robolearn.teleop.intervention import maybe_intervene
     env = maybe_intervene(env, args)
     seed = cfg.seed if args.seed is None else args.seed

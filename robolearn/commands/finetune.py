@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, over="the launch file's [env_kwargs] (the robot's env)")
     rec = parser.add_argument_group("recording reward-model data on the robot (no learner, no actor)")
     rec.add_argument("--record", metavar="DIR", default=None,
                      help="record teleoperated episodes on the session's robot (its calibration, "
@@ -76,6 +79,7 @@ def run(args) -> int:
     import time
     from pathlib import Path
 
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.commands.launch import _last_metrics, _stop
     from robolearn.configs import dump_toml
     from robolearn.errors import ConfigError
@@ -89,6 +93,7 @@ def run(args) -> int:
         raise ConfigError(f"{args.launch} has no [finetune] table: a fine-tuning session needs at "
                           "least finetune.checkpoint (see launch/finetune_arm_reach_real.toml)")
     ft = cfg.finetune
+    cfg.env_kwargs.update(parse_env_kwargs(args.env_kw))  # CLI wins over the launch file
     if args.out:
         cfg.out = args.out
     if args.steps is not None:

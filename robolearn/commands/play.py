@@ -24,6 +24,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--video", default=None, metavar="OUT.mp4", help="write an MP4 of all episodes")
     parser.add_argument("--obs", default=None, choices=("state", "pixels", "both"),
                         help="observation mode passed to the env (default: the env's own default)")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, note="--obs and --video set obs and render_mode over it")
 
 
 def run(args) -> int:
@@ -33,6 +36,7 @@ def run(args) -> int:
     import numpy as np
 
     import robolearn  # noqa: F401  (registers env IDs)
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.registry import registered_ids, resolve_env_id
     from robolearn.errors import ConfigError
     from robolearn.tasks.scripted import make_scripted
@@ -49,13 +53,16 @@ def run(args) -> int:
         close = difflib.get_close_matches(args.env_id, ids, n=3, cutoff=0.5)
         hint = f" did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"unknown env {args.env_id!r};{hint} `robolearn envs` lists every registered ID")
-    kwargs = {}
+    kwargs = parse_env_kwargs(args.env_kw)
     if args.obs is not None:
         kwargs["obs"] = args.obs
     if args.video:
         kwargs["render_mode"] = "rgb_array"
     writer = None
-    env = gym.make(args.env_id, **kwargs)
+    try:
+        env = gym.make(args.env_id, **kwargs)
+    except TypeError as exc:  # an option the env's constructor does not take
+        raise ConfigError(f"env {args.env_id}: bad --env-kw {kwargs}: {exc}") from None
     try:
         limit = args.steps or (env.spec.max_episode_steps if env.spec else None) or 200
         ctrl = None

@@ -10,6 +10,7 @@ HELP = ("Record teleoperated (or scripted) demonstration episodes to a crash-saf
 
 
 def add_arguments(parser) -> None:
+    from robolearn.commands.env_kwargs import add_env_kw_argument
     from robolearn.teleop.session import add_device_arguments
 
     parser.add_argument("env_id", help="env to record in, e.g. robolearn/ArmReach-v0 (see `robolearn envs`)")
@@ -30,18 +31,18 @@ def add_arguments(parser) -> None:
                         help="end an episode (labelled success) as soon as the env reports success")
     parser.add_argument("--noise", type=float, default=0.0,
                         help="scripted device only: Gaussian action noise for more diverse demos")
-    parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
-                        help="extra env kwarg (JSON value), repeatable, e.g. --env-kw image_size=[64,64]; "
-                             "perception=DIR appends a localiser's estimate to state; on backend=\"real\" "
-                             "ArmLift/ArmPush are recorded with the device's labels (no reward model)")
+    add_env_kw_argument(parser, note="perception=DIR appends a localiser's estimate to state; on "
+                                     "backend=real ArmLift/ArmPush are recorded with the device's "
+                                     "labels (no reward model)")
 
 
 def run(args) -> int:
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.data.dataset import DatasetWriter
     from robolearn.errors import ConfigError
     from robolearn.teleop import make_device
     from robolearn.teleop.recorder import record
-    from robolearn.teleop.session import Readout, device_config, open_env, parse_env_kwargs
+    from robolearn.teleop.session import Readout, device_config, open_env
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")

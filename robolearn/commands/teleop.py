@@ -11,6 +11,7 @@ HELP = ("Drive an env live from an input device (keyboard, gamepad, spacemouse, 
 
 
 def add_arguments(parser) -> None:
+    from robolearn.commands.env_kwargs import add_env_kw_argument
     from robolearn.teleop.session import add_device_arguments
 
     parser.add_argument("env_id", help="env to drive, e.g. robolearn/ArmReach-v0 (see `robolearn envs`)")
@@ -21,15 +22,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rate", type=float, default=None,
                         help="loop rate in Hz (default: the env's control rate); 0 = as fast as possible")
     parser.add_argument("--steps", type=int, default=None, help="stop after this many steps (default: until quit)")
-    parser.add_argument("--env-kw", action="append", metavar="KEY=VALUE",
-                        help="extra env kwarg (JSON value), repeatable, e.g. --env-kw backend=\"real\"")
+    add_env_kw_argument(parser)
 
 
 def run(args) -> int:
     import numpy as np
 
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.teleop import make_device
-    from robolearn.teleop.session import Pacer, Readout, device_config, fmt_vec, open_env, parse_env_kwargs
+    from robolearn.teleop.session import Pacer, Readout, device_config, fmt_vec, open_env
 
     env = open_env(args.env_id, args.obs, **parse_env_kwargs(args.env_kw))
     device = None

@@ -45,6 +45,9 @@ def add_arguments(parser) -> None:
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="agent option override, e.g. --set critic_lr=1e-3 (repeatable; values parsed as TOML)")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    add_env_kw_argument(parser, over="the launch file's [env_kwargs]")
     parser.add_argument("--privileged-obs", dest="privileged_obs", action="store_true", default=None,
                         help="sim only: add the `privileged` observation (env option privileged_obs=true) "
                              "for an asymmetric critic, e.g. with --set privileged=critic")
@@ -79,6 +82,7 @@ def run(args) -> int:
     # headless offscreen rendering for the eval video unless the user chose a GL backend
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.errors import ConfigError
     from robolearn.compose.training import build_trainer, resume_trainer
     from robolearn.policies.train_config import TrainConfig, config_from_dict, load_launch
@@ -89,10 +93,10 @@ def run(args) -> int:
         if args.overwrite:
             raise ConfigError("--resume continues the run in RUN_DIR; --overwrite would delete it: pass one")
         given = {k for k in (*FLAGS, "privileged_obs") if getattr(args, k) is not None} - {"steps"}
-        if given or args.set:
+        extra = (["--set"] if args.set else []) + (["--env-kw"] if args.env_kw else [])
+        if given or extra:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
-                              f"--no-video and --no-progress may change (got "
-                              f"{sorted(given) + (['--set'] if args.set else [])})")
+                              f"--no-video and --no-progress may change (got {sorted(given) + extra})")
         trainer = resume_trainer(args.resume, steps=args.steps, progress=args.progress, video=args.video)
     else:
         import dataclasses
@@ -108,6 +112,7 @@ def run(args) -> int:
         for k in ("video", "progress", "overwrite"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
+        d["env_kwargs"] = {**d["env_kwargs"], **parse_env_kwargs(args.env_kw)}  # CLI wins
         if args.privileged_obs:
             d["env_kwargs"] = {**d["env_kwargs"], "privileged_obs": True}
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}

@@ -34,22 +34,6 @@ def open_env(env_id: str, obs: str = "state", **kwargs) -> gym.Env:
     return gym.make(env_id, obs=obs, **kwargs)
 
 
-def parse_env_kwargs(items: list[str] | None) -> dict:
-    """`--env-kw key=value` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
-    import json
-
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"--env-kw {item!r}: write key=value, e.g. image_size=[64,64]")
-        k, v = item.split("=", 1)
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
-
-
 class Pacer:
     """Wait for the next control period (`hz` > 0) or not at all (`hz` == 0: as fast as possible)."""
 
