@@ -10,7 +10,8 @@ import dataclasses
 from typing import Any, Callable
 
 from robolearn.errors import ConfigError
-from robolearn.policies.sac import Agent, AgentConfig
+from robolearn.policies.agent_config import AgentConfig
+from robolearn.policies.sac import Agent
 
 # Overrides of AgentConfig per preset. policy_delay=0 means "actor once per env step" (every
 # `utd` critic updates, as REDQ/DroQ/RLPD do), so overriding utd keeps that schedule.

@@ -26,7 +26,6 @@ import contextlib
 import copy
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -35,106 +34,11 @@ import torch
 from robolearn.data.replay import Batch
 from robolearn.env import PRIVILEGED_KEY
 from robolearn.errors import ConfigError, DatasetError, TrainingError
+from robolearn.policies.agent_config import AgentConfig, _check_spaces
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.cuda_graph import GraphedUpdate
 from robolearn.policies.networks import Actor, Critic, RunningNorm, detached_alias
-
-
-PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
-
-
-@dataclass
-class AgentConfig:
-    """Every learner option, with SAC's defaults. Presets in `registry.py` override a few."""
-
-    algo: str = "sac"
-    # --- networks
-    actor_hidden: tuple[int, ...] = (256, 256)
-    critic_hidden: tuple[int, ...] = (256, 256)  # CrossQ: wide (2048, 2048)
-    num_critics: int = 2  # ensemble size N
-    num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
-    actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
-    critic_layer_norm: bool = False  # DroQ, RLPD
-    critic_dropout: float = 0.0  # DroQ: 0.01
-    critic_batch_renorm: bool = False  # CrossQ
-    actor_batch_renorm: bool = False  # CrossQ (sbx): BatchRenorm before every actor layer
-    renorm_momentum: float = 0.01
-    renorm_warmup: int = 100_000  # updates of plain BatchNorm before renorm corrections
-    target_network: bool = True  # CrossQ: False (current+next (s,a) in one critic batch)
-    tau: float = 0.005
-    # --- optimisation
-    gamma: float = 0.99
-    n_step: int = 1
-    batch_size: int = 256
-    utd: int = 1  # gradient updates per env step (the caller loops)
-    policy_delay: int = 1  # actor/temperature step every this many critic steps; 0 = utd
-    learning_starts: int = 1000  # env steps of uniform-random actions before updates begin
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    temperature_lr: float = 3e-4
-    adam_beta1: float = 0.9  # CrossQ: 0.5
-    init_temperature: float = 0.1  # pytorch_sac/DrQ's value; 1.0 drowns O(1) rewards for ~10k updates
-    target_entropy_scale: float = 1.0  # target entropy = -scale * |A|
-    backup_entropy: bool = True  # include -alpha*log pi in the TD target
-    grad_clip: float = 0.0  # max global grad norm; 0 = off
-    normalize_obs: bool = False  # running mean/std of the state vector (travels with the policy)
-    # --- data
-    prior_fraction: float = 0.0  # RLPD: 0.5 of every batch from prior data/demos
-    replay_capacity: int = 1_000_000
-    # --- pixels (DrQ)
-    pixels: bool = False  # use camera keys through a conv encoder
-    encoder: str = "conv"  # DrQ-style conv net (only choice for now)
-    encoder_checkpoint: str = ""  # local .safetensors to initialise the encoder from
-    freeze_encoder: bool = False  # keep a pretrained encoder fixed
-    feature_dim: int = 50
-    encoder_filters: int = 32
-    encoder_layers: int = 4
-    augment_pad: int = 4  # random shift in pixels; 0 = no augmentation
-    # --- asymmetric actor-critic (see module docstring)
-    privileged: str = "none"  # "none" | "critic" | "actor_and_critic" (sim-only, not deployable)
-    # --- placement
-    device: str = "cpu"
-    cuda_graph: bool = True  # on CUDA: replay each update as one captured CUDA graph
-    check_every: int = 0  # read metrics + NaN check every this many updates; 0 = auto (CPU 1, GPU 100)
-
-    def validate(self) -> "AgentConfig":
-        def need(cond, msg):
-            if not cond:
-                raise ConfigError(f"{self.algo}: {msg}")
-
-        need(self.num_critics >= 1, f"num_critics={self.num_critics} must be >= 1")
-        need(1 <= self.num_target_min <= self.num_critics,
-             f"num_target_min={self.num_target_min} must be in [1, num_critics={self.num_critics}]")
-        need(self.actor_q in ("min", "mean"), f"actor_q={self.actor_q!r}: choose 'min' or 'mean'")
-        need(0.0 <= self.critic_dropout < 1.0, f"critic_dropout={self.critic_dropout} must be in [0, 1)")
-        need(0.0 < self.tau <= 1.0, f"tau={self.tau} must be in (0, 1]")
-        need(0.0 <= self.gamma <= 1.0, f"gamma={self.gamma} must be in [0, 1]")
-        need(self.policy_delay >= 0, f"policy_delay={self.policy_delay} must be >= 0 (0 = every utd)")
-        for k in ("n_step", "batch_size", "utd", "replay_capacity", "feature_dim",
-                  "encoder_filters", "encoder_layers"):
-            need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
-        need(self.check_every >= 0, f"check_every={self.check_every} must be >= 0 (0 = auto)")
-        need(self.learning_starts >= 0, f"learning_starts={self.learning_starts} must be >= 0")
-        for k in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):
-            need(getattr(self, k) > 0, f"{k}={getattr(self, k)} must be > 0")
-        need(0.0 <= self.adam_beta1 < 1.0, f"adam_beta1={self.adam_beta1} must be in [0, 1)")
-        need(0.0 <= self.prior_fraction <= 1.0, f"prior_fraction={self.prior_fraction} must be in [0, 1]")
-        need(self.encoder in ("conv",), f"encoder={self.encoder!r}: choose 'conv'")
-        need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
-        need(self.privileged in PRIVILEGED_MODES,
-             f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")
-        need(self.critic_batch_renorm or self.target_network,
-             "target_network=False needs critic_batch_renorm=True (CrossQ); plain critics "
-             "without target networks diverge")
-        if not str(self.device).startswith(("cpu", "cuda", "mps")):
-            raise ConfigError(f"device={self.device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
-        return self
-
-    @property
-    def actor_every(self) -> int:
-        """Critic updates per actor/temperature update (policy_delay, or utd when 0)."""
-        return int(self.policy_delay or self.utd)
 
 
 class Agent:
@@ -518,39 +422,6 @@ def _adam_impl(device: torch.device) -> dict:
     if device.type == "cuda":
         return {"fused": True, "capturable": True}
     return {"fused": True} if device.type == "cpu" else {"foreach": True}
-
-
-def _check_spaces(observation_space, action_space, cfg: AgentConfig) -> tuple[str | None, list[str]]:
-    if not isinstance(observation_space, gym.spaces.Dict):
-        raise ConfigError("observation_space must be a gymnasium Dict (robolearn envs are); wrap "
-                          f"other envs so obs is {{'state': vector}}; got {type(observation_space).__name__}")
-    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
-        raise ConfigError(f"action_space must be a 1-D Box, got {action_space}")
-    if not (np.allclose(action_space.low, -1) and np.allclose(action_space.high, 1)):
-        raise ConfigError(f"action_space bounds are [{action_space.low}, {action_space.high}]; the "
-                          "learner emits [-1, 1]: wrap the env in gymnasium.wrappers.RescaleAction(env, -1, 1)")
-    state_key, images = None, []
-    for k, s in observation_space.spaces.items():
-        if k == PRIVILEGED_KEY:  # read only by the asymmetric critic (cfg.privileged)
-            continue
-        if not isinstance(s, gym.spaces.Box):
-            raise ConfigError(f"observation {k!r} is a {type(s).__name__}; only Box spaces are supported")
-        if s.dtype == np.uint8 and len(s.shape) == 3:
-            images.append(k)
-        elif len(s.shape) == 1 and state_key is None:
-            state_key = k
-        else:
-            raise ConfigError(f"observation {k!r} has shape {s.shape} {s.dtype}: expected one float "
-                              "vector ('state') and uint8 HxWxC camera images")
-    if images and not cfg.pixels:
-        raise ConfigError(f"observations include camera images {images}: use algo 'drq' or pass "
-                          "pixels=True (or make the env with obs='state')")
-    if cfg.pixels and not images:
-        raise ConfigError(f"pixels=True but the observation space {list(observation_space.spaces)} "
-                          "has no uint8 HxWxC camera image; make the env with obs='pixels' or 'both'")
-    if state_key is None and not images:
-        raise ConfigError("observation space has neither a state vector nor camera images")
-    return state_key, images
 
 
 def _check_batch(batch: Batch, n: int) -> None:

@@ -2,7 +2,7 @@
 import gymnasium as gym
 import numpy as np
 
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.dataset_writer import DatasetWriter
 
 SIZE = 16
 

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.drivers.emulation import start_emulator
 from robolearn.registry import register_all
 from robolearn.errors import ConfigError
@@ -133,7 +133,7 @@ def test_replay_commands_from_the_measured_start_like_the_hardware(tmp_path):
     soft servos that sag under gravity start a little below home, and every later target is
     relative to that. The replay must do the same, or the sag biases every replayed target
     (the previous replay, kept in the bench as `HomeStartReplayer`)."""
-    from robolearn.bench.sim2real import HomeStartReplayer
+    from robolearn.bench.sim2real_calibration import HomeStartReplayer
     from robolearn.runtime.sim_fit import Recorded, Replayer
 
     p = tmp_path / "soft.toml"

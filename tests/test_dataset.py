@@ -6,7 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import Dataset, DatasetWriter, load_transitions
+from robolearn.data.dataset import Dataset, load_transitions
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.errors import DatasetError
 from robolearn.teleop import make_device
 from robolearn.teleop.base import DeviceCommand
@@ -268,7 +269,7 @@ def test_exception_mid_episode_leaves_no_partial_and_stale_tmp_is_cleaned(tmp_pa
 
 
 def test_space_json_round_trip():
-    from robolearn.data.dataset import space_from_json, space_to_json
+    from robolearn.data.dataset_format import space_from_json, space_to_json
 
     space = gym.spaces.Dict({
         "state": gym.spaces.Box(np.array([-1.0, -np.inf, 0.0], np.float32), np.array([1.0, np.inf, 2.5], np.float32)),

@@ -244,11 +244,11 @@ def test_session_calibrates_the_emulated_arm_before_the_zero_shot(tmp_path, pret
 
 def test_calibrate_arm_needs_an_arm_and_a_robot(tmp_path, pretrained):
     from robolearn.errors import ConfigError
-    from robolearn.runtime import finetune as F
     from robolearn.runtime.config import config_from_dict, load_launch
+    from robolearn.runtime.finetune_calibration import calibrate_robot_arm
 
     with pytest.raises(ConfigError, match="calibrate_arm is for servo arms"):
         config_from_dict({"env": "robolearn/CarLap-v0", "finetune": {"checkpoint": "x", "calibrate_arm": True}})
     cfg = load_launch(_launch(tmp_path, pretrained, calibrate_arm=True))   # sim backend: no robot
     with pytest.raises(ConfigError, match="needs the robot"):
-        F.calibrate_robot_arm(cfg, tmp_path)
+        calibrate_robot_arm(cfg, tmp_path)

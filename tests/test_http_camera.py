@@ -11,7 +11,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import Dataset, DatasetWriter
+from robolearn.data.dataset import Dataset
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.drivers.camera import OpenCVCamera
 from robolearn.drivers.emulation import start_emulator
 from robolearn.drivers.mjpeg_server import MjpegServer

@@ -110,7 +110,7 @@ def test_keyboard_recording_starts_the_episode_when_the_operator_is_ready(tmp_pa
 
     import gymnasium as gym
 
-    from robolearn.data.dataset import DatasetWriter
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.teleop.keyboard import KeyboardConfig, KeyboardDevice
     from robolearn.teleop.recorder import record
 

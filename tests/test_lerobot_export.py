@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from robolearn.data.dataset import Dataset, DatasetWriter
+from robolearn.data.dataset import Dataset
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.data.video import read_video
 from robolearn.errors import DatasetError
 from robolearn.teleop import make_device

@@ -33,7 +33,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from robolearn.data.dataset import Dataset, DatasetWriter
+from robolearn.data.dataset import Dataset
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.data.lerobot_export import export_lerobot
 from robolearn.data.video import read_video
 from robolearn.teleop import make_device

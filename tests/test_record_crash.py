@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from robolearn.data.dataset import Dataset, DatasetWriter, load_transitions
+from robolearn.data.dataset import Dataset, load_transitions
+from robolearn.data.dataset_writer import DatasetWriter
 
 
 def _wait_for(pred, timeout, proc):

@@ -38,7 +38,8 @@ def test_record_stores_success_marks(term, tmp_path):
     import gymnasium as gym
 
     import robolearn.registry
-    from robolearn.data.dataset import Dataset, DatasetWriter
+    from robolearn.data.dataset import Dataset
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.rewards.labels import frame_labels
     from robolearn.teleop.recorder import record
 

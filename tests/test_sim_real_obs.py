@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.data.dataset import DatasetWriter, load_transitions
+from robolearn.data.dataset import load_transitions
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.drivers.emulator_arm import ArmEmulator, ArmSimPlant
 from robolearn.drivers.emulator_car import CarEmulator
 from robolearn.registry import register_all

@@ -137,7 +137,8 @@ def test_agent_updates_from_device_batches_like_host_batches():
 
 
 def test_speed_suite_counts_flops_and_measures_gemm_limit():
-    from robolearn.policies.speed import count_update_flops, measure_gemm_limit
+    from robolearn.policies.speed import measure_gemm_limit
+    from robolearn.policies.speed_harness import count_update_flops
 
     buf = _filled_buffer()
     small = count_update_flops("sac", STATE, ACT, buf, 16, "cpu", 0,

@@ -94,7 +94,8 @@ def test_record_on_the_real_backend_over_the_emulator(tmp_path):
     """backend="real" (servo-bus driver + emulator): episodes store backend and calibration."""
     import os
 
-    from robolearn.data.dataset import Dataset, DatasetWriter
+    from robolearn.data.dataset import Dataset
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.drivers.emulator_arm import ArmEmulator
     from robolearn.teleop.recorder import record
     from robolearn.teleop.session import Readout

@@ -154,7 +154,7 @@ def run_ours(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
 
 def sb3_options(agent: dict) -> dict:
     """Our learner options that SB3's SAC has an equivalent for (same defaults otherwise)."""
-    from robolearn.policies.sac import AgentConfig
+    from robolearn.policies.agent_config import AgentConfig
 
     unsupported = sorted(set(agent) - {"init_temperature", "gamma", "n_step", "actor_lr", "critic_lr"})
     if unsupported:
@@ -309,7 +309,7 @@ def speed_markdown(speed: dict) -> list[str]:
                  f"{speed['device_name']}, torch {speed['torch']}, batch {speed['batch_size']}, "
                  f"obs {speed['obs_dim']}, action {speed['action_dim']}, camera "
                  f"{'x'.join(map(str, speed['image']))} for the pixel rows; wall clock, measured by "
-                 "`robolearn.policies.speed.measure_gpu_speed`. Ours: replay on the device "
+                 "`robolearn.policies.speed_gpu.measure_gpu_speed`. Ours: replay on the device "
                  "(`DeviceReplay`), each update one CUDA graph, metrics read every 100 updates. "
                  f"Presets as shipped (overrides: {speed['preset_overrides']}).", "",
                  "| learner | updates/s | GFLOP per update (counted) | achieved TFLOP/s |",
@@ -441,7 +441,8 @@ def main(argv: list[str]) -> int:
                 _write(out, runs, s, None, argv, t_all)  # keep partial results on disk
     speed = None
     if s["speed"]:
-        from robolearn.policies.speed import measure_gpu_speed, measure_speed_suite
+        from robolearn.policies.speed import measure_speed_suite
+        from robolearn.policies.speed_gpu import measure_gpu_speed
 
         if args.device.startswith("cuda"):
             speed = measure_gpu_speed(args.device, steps=args.speed_steps)

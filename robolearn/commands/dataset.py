@@ -78,7 +78,8 @@ def _view(args) -> int:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from robolearn.data.dataset import Dataset, episode_dirname
+    from robolearn.data.dataset import Dataset
+    from robolearn.data.dataset_format import episode_dirname
     from robolearn.errors import ConfigError, DatasetError
 
     ds = Dataset(args.dataset)

@@ -86,6 +86,8 @@ def run(args) -> int:
     from robolearn.runtime import finetune as F
     from robolearn.processes import die_with_parent
     from robolearn.runtime.config import load_launch
+    from robolearn.runtime.finetune_calibration import calibrate_robot_arm, calibrate_robot_perception
+    from robolearn.runtime.finetune_report import session_report
     from robolearn.runtime.transport import endpoint, free_port
 
     cfg = load_launch(args.launch)
@@ -135,12 +137,12 @@ def run(args) -> int:
         arm_calibration = None
         if ft.calibrate_arm:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
-            arm_calibration = F.calibrate_robot_arm(cfg, run_dir)
+            arm_calibration = calibrate_robot_arm(cfg, run_dir)
             print(f"arm calibration: {json.dumps(arm_calibration)}", flush=True)
         perception_calibration = None
         if ft.calibrate_perception:
             print("calibrating the camera localisers with frames the arm labels", flush=True)
-            perception_calibration = F.calibrate_robot_perception(cfg, run_dir)
+            perception_calibration = calibrate_robot_perception(cfg, run_dir)
             print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
@@ -180,7 +182,7 @@ def run(args) -> int:
             report_extra["zero_shot_only"] = True
             if emulator is not None and emulator.truth_url:
                 report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
-            report = F.session_report(run_dir, hz, report_extra)
+            report = session_report(run_dir, hz, report_extra)
             print(f"session report: {run_dir / 'session_report.json'}", flush=True)
             print(json.dumps({k: report.get(k) for k in ("zero_shot", "arm_calibration",
                                                          "perception_calibration")}), flush=True)
@@ -267,7 +269,7 @@ def run(args) -> int:
                                                         "exit_reason", "utd")}
         if emulator is not None and emulator.truth_url:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
-        report = F.session_report(run_dir, hz, report_extra)
+        report = session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:
             emulator.stop()
@@ -286,6 +288,7 @@ def _record(cfg, args, run_dir) -> int:
     import json
 
     from robolearn.runtime import finetune as F
+    from robolearn.runtime.finetune_calibration import calibrate_robot_arm, calibrate_robot_perception
 
     ft = cfg.finetune
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -298,10 +301,10 @@ def _record(cfg, args, run_dir) -> int:
             print(f"emulated robot: {emulator.describe()}", flush=True)
         if ft.calibrate_arm:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
-            print(f"arm calibration: {json.dumps(F.calibrate_robot_arm(cfg, run_dir))}", flush=True)
+            print(f"arm calibration: {json.dumps(calibrate_robot_arm(cfg, run_dir))}", flush=True)
         if ft.calibrate_perception:
             print("calibrating the camera localisers with frames the arm labels", flush=True)
-            print(f"perception calibration: {json.dumps(F.calibrate_robot_perception(cfg, run_dir))}",
+            print(f"perception calibration: {json.dumps(calibrate_robot_perception(cfg, run_dir))}",
                   flush=True)
         device = args.device or ("operator" if ft.truth_url else "keyboard")
         config = {}

@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from robolearn.commands.env_kwargs import parse_env_kwargs
-    from robolearn.data.dataset import DatasetWriter
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.errors import ConfigError
     from robolearn.teleop import make_device
     from robolearn.teleop.recorder import record

@@ -18,7 +18,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.dataset_writer import DatasetWriter
 
 log = logging.getLogger("robolearn.data.recording")
 

@@ -131,7 +131,7 @@ def record_dataset(env_id: str, out: str, plan: list[tuple[str, int]], seed: int
     recorded human/env label would be read. `reality_gap`: a [reality_gap] table
     (robolearn.sim.randomization), e.g. camera pose and light per episode, so a model trained
     on the frames survives a real camera (`CAMERA_RANDOMIZATION`)."""
-    from robolearn.data.dataset import DatasetWriter
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.policies.env_building import make_env
 
     env = make_env(env_id, "both", env_kwargs=env_kwargs or {}, reality_gap=reality_gap or {})

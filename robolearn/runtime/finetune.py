@@ -16,6 +16,8 @@ driven by the `[finetune]` table of the launch file:
   actor that (re)connects gets them within a second.
 Evaluation happens on the robot, not in the learner: deterministic episodes of the pretrained
 policy before the session and of the fine-tuned one after it (`evaluate_on_robot`).
+The calibration steps on the robot are in `finetune_calibration.py`, the session report in
+`finetune_report.py`.
 """
 from __future__ import annotations
 
@@ -230,107 +232,6 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
             "resets": resets.as_dict()}
 
 
-# ------------------------------------------------------------------------------ report
-def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = None) -> dict:
-    """session_report.json + session_report.png from the recorded episodes, the learner's
-    metrics and the actor summaries of a finetune run folder."""
-    run_dir = Path(run_dir)
-    eps = _episodes(run_dir / "episodes")
-    robot_s = np.cumsum([e["steps"] for e in eps]) / control_hz if eps else np.zeros(0)
-    model = [bool(e.get("success")) for e in eps]
-    truth = [e.get("true_success") for e in eps]
-    have_truth = [t for t in truth if t is not None]
-    agree = [bool(t) == m for t, m in zip(truth, model) if t is not None]
-    actors = {}
-    for p in sorted(run_dir.glob("actor_*.json")):
-        try:
-            actors[p.stem] = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-    resets = [e.get("reset", {}) for e in eps if isinstance(e.get("reset"), dict)]
-    report = {
-        "run": str(run_dir), "control_hz": control_hz, "episodes": len(eps),
-        "robot_time_s": float(robot_s[-1]) if len(robot_s) else 0.0,
-        "robot_time_per_episode_s": robot_s.tolist(),
-        "model_success": model, "true_success": truth,
-        "model_success_rate_last10": float(np.mean(model[-10:])) if model else None,
-        "true_success_rate_last10": (float(np.mean([bool(t) for t in truth[-10:] if t is not None]))
-                                     if have_truth else None),
-        "reward_model_agreement": float(np.mean(agree)) if agree else None,
-        "interventions": int(sum(e.get("interventions", 0) for e in eps)),
-        "episodes_with_interventions": int(sum(1 for e in eps if e.get("interventions", 0))),
-        "reward_missing_steps": int(sum(e.get("reward_missing", 0) for e in eps)),
-        # reset records (robolearn/reset_report.py): `seconds` of robot time, `ok`, `failures`
-        "resets": len(resets), "reset_time_s": float(sum(r.get("seconds", 0.0) for r in resets)),
-        "reset_failures": int(sum(1 for r in resets if r.get("ok") is False or r.get("failures", 0))),
-        "human_prompts": int(sum(r.get("human_prompts", 0) for r in resets)),
-        "loop": {k: a.get("loop") for k, a in actors.items()},
-        **(extra or {}),
-    }
-    # every human prompt of the session: training episodes, zero-shot and final evaluations
-    evals = [report.get(k) or {} for k in ("zero_shot", "final")]
-    report["human_prompts_total"] = report["human_prompts"] + int(
-        sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
-    report["reset_time_total_s"] = round(report["reset_time_s"] + float(
-        sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
-    tmp = run_dir / "session_report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(run_dir / "session_report.json")
-    try:
-        _plot(report, run_dir / "session_report.png")
-    except Exception as exc:  # a plot must never cost the JSON
-        log.warning("session_report.png not written: %s", exc)
-    return report
-
-
-def _episodes(root: Path) -> list[dict]:
-    if not (root / "meta.json").is_file():
-        return []
-    out = []
-    for p in sorted(root.glob("episode_*/episode.json")):
-        try:
-            out.append(json.loads(p.read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def _plot(report: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = np.asarray(report["robot_time_per_episode_s"]) / 60.0
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-
-    def rolling(xs, w=10):
-        xs = np.asarray(xs, float)
-        return np.array([xs[max(0, i - w + 1):i + 1].mean() for i in range(len(xs))])
-
-    if len(t):
-        ax.plot(t, rolling(report["model_success"]), label="reward-model success (rolling 10)")
-        truth = report["true_success"]
-        if any(v is not None for v in truth):
-            idx = [i for i, v in enumerate(truth) if v is not None]
-            ax.plot(t[idx], rolling([bool(truth[i]) for i in idx]), label="true success (rolling 10)")
-    for key, style in (("zero_shot", "--"), ("final", ":")):
-        ev = report.get(key) or {}
-        v = ev.get("true_success_rate")
-        v = ev.get("success_rate") if v is None else v
-        if v is not None:
-            ax.axhline(v, ls=style, color="grey", label=f"{key.replace('_', '-')} eval: {v:.2f}")
-    ax.set_xlabel("robot time (min)")
-    ax.set_ylabel("success rate")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title(f"fine-tuning session: {report['episodes']} episodes, "
-                 f"{report['interventions']} intervention steps, {report['resets']} resets")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def control_hz(cfg) -> float:
     env = make_sim_twin(cfg)
     try:
@@ -344,37 +245,6 @@ def make_robot_env(cfg):
     from robolearn.runtime.actor import _make_env
 
     return _make_env(cfg)
-
-
-def calibrate_robot_arm(cfg, run_dir: Path) -> dict:
-    """Stop calibration (drivers/stop_calibration.py) on the session's arm, through the port the
-    actor will use: writes RUN/arm_calibration.json and points env_kwargs.calibration at it, so
-    the zero-shot evaluation, the actor and the final evaluation all read it. An existing
-    env_kwargs.calibration is the starting point (IDs, directions, rough offsets)."""
-    from robolearn.drivers.calibration import Calibration
-    from robolearn.drivers.real import bus_protocol, default_arm_spec
-    from robolearn.drivers.servo_bus import ServoBus
-    from robolearn.drivers.stop_calibration import calibrate_against_stops, joint_names
-
-    kw = cfg.env_kwargs
-    if kw.get("backend") != "real" or not kw.get("port"):
-        raise ConfigError("finetune.calibrate_arm needs the robot: set [env_kwargs] backend = \"real\" "
-                          "and port, or finetune.reality for the emulated arm")
-    spec = default_arm_spec()
-    initial = kw.get("calibration")
-    if isinstance(initial, (str, Path)):
-        initial = Calibration.load(initial, required=joint_names(spec))
-    elif initial is not None:
-        raise ConfigError(f"env_kwargs.calibration = {initial!r}: give a calibration JSON path")
-    with ServoBus(kw["port"], baudrate=int(kw.get("baudrate", 1_000_000)),
-                  timeout=float(kw.get("timeout", 0.05)),
-                  protocol=bus_protocol(kw.get("protocol", "feetech"))) as bus:
-        res = calibrate_against_stops(bus, spec, initial, log=lambda line: print(f"calibrate-arm: {line}",
-                                                                                 flush=True))
-    path = Path(run_dir) / "arm_calibration.json"
-    res.calibration.save(path)
-    kw["calibration"] = str(path)
-    return {"file": str(path), **res.summary()}
 
 
 class EmulatedRobotSession:
@@ -419,70 +289,6 @@ class EmulatedRobotSession:
         self.robot.close()
 
 
-def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
-    """Camera calibration on the robot (robolearn/runtime/perception_calibration.py): the arm moves the
-    cube and labels camera frames from its kinematics; the cube finder for camera resets is
-    fitted on them and the policy localiser (env_kwargs perception) fine-tuned, both saved to
-    RUN/perception_calibration/, which every robot env of the session then reads (the sim
-    twin keeps the sim-trained localiser).
-    The operator is asked (the env's reset prompt) to put the cube on the start mark."""
-    import gymnasium as gym
-
-    from robolearn.registry import register_all
-    from robolearn.runtime.perception_calibration import (PerceptionCalibrationConfig, calibrate_localisers,
-                                                          collect_robot_frames, save_frames,
-                                                          train_success_classifier)
-    from robolearn.teleop.recorder import HumanLabelsOnly
-
-    kw = dict(cfg.env_kwargs)
-    if kw.get("backend") != "real":
-        raise ConfigError("finetune.calibrate_perception needs the robot: set [env_kwargs] backend = "
-                          "\"real\" and port (and camera), or finetune.reality for the emulated robot")
-    perception = kw.pop("perception", None)
-    kw.pop("cube_finder", None)                  # made here
-    camera = kw.get("camera")
-    from robolearn.policies.perception import Localiser
-
-    cam_name = Localiser.load(perception).camera if perception else "front"
-    register_all()
-    env = gym.make(cfg.env, obs="both", reward_source=HumanLabelsOnly(), **kw)
-    try:
-        task = env.unwrapped.task
-        if cam_name not in task.backend.cameras:
-            raise ConfigError(f"camera calibration needs camera {cam_name!r}; the robot has "
-                              f"{sorted(task.backend.cameras)} (env_kwargs camera = {camera!r})")
-        prompt = env.unwrapped.resets.prompt
-
-        def put_cube(xy, why):
-            if hasattr(prompt, "put_cube"):
-                prompt.put_cube(xy, why)
-            elif prompt is not None:
-                prompt.ask(f"{why}: put the cube on the table at x={xy[0]:.3f} m, y={xy[1]:.3f} m "
-                           "(in front of the arm's base, x forward, y to its left)")
-            else:
-                raise ConfigError("camera calibration asks the operator to place the cube: run it in "
-                                  "a terminal (reset_on_failure = \"prompt\")")
-
-        pc = PerceptionCalibrationConfig(cycles=cfg.finetune.perception_cycles, seed=cfg.seed)
-        frames, stats = collect_robot_frames(
-            task, task.backend.cameras[cam_name], pc, put_cube,
-            progress=lambda c, n, m: log(f"camera calibration: cycle {c}/{pc.cycles}, {n} + {m} frames"))
-    finally:
-        env.close()
-    out = Path(run_dir) / "perception_calibration"
-    out.mkdir(parents=True, exist_ok=True)
-    save_frames(frames, out / "frames.npz")
-    report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
-    if cfg.finetune.calibrate_reward:
-        report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
-                                                                pc, camera=cam_name, log=log)
-        cfg.reward = {"model": str(out / "success_classifier"), "where": "env"}
-    if perception:
-        cfg.env_kwargs["perception"] = str(out / "perception")
-    cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
-    return {"out": str(out), **stats, **report}
-
-
 def hand_moves(truth_url: str) -> int | None:
     """How often the emulated operator's hand moved the cube in this session (the emulator's
     own count, to set beside the human prompts: the hand is never used silently)."""
@@ -505,7 +311,7 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
     the robot env exactly as the actor makes it (calibration, cameras, perception, resets) but
     camera frames kept and the recording device's labels instead of a reward model: the data
     a robot-trained reward classifier learns from (HIL-SERL), before there is one."""
-    from robolearn.data.dataset import DatasetWriter
+    from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.policies.env_building import make_env
     from robolearn.teleop import make_device
     from robolearn.teleop.recorder import HumanLabelsOnly, record

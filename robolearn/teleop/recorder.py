@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robolearn.data.dataset import DatasetWriter
+from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.teleop.session import Pacer, Readout, env_context, fmt_vec
 
 

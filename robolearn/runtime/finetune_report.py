@@ -1,0 +1,110 @@
+"""The fine-tuning session's report (session_report.json and its plot), built from a finished run folder."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("robolearn.runtime.finetune")
+
+
+def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = None) -> dict:
+    """session_report.json + session_report.png from the recorded episodes, the learner's
+    metrics and the actor summaries of a finetune run folder."""
+    run_dir = Path(run_dir)
+    eps = _episodes(run_dir / "episodes")
+    robot_s = np.cumsum([e["steps"] for e in eps]) / control_hz if eps else np.zeros(0)
+    model = [bool(e.get("success")) for e in eps]
+    truth = [e.get("true_success") for e in eps]
+    have_truth = [t for t in truth if t is not None]
+    agree = [bool(t) == m for t, m in zip(truth, model) if t is not None]
+    actors = {}
+    for p in sorted(run_dir.glob("actor_*.json")):
+        try:
+            actors[p.stem] = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+    resets = [e.get("reset", {}) for e in eps if isinstance(e.get("reset"), dict)]
+    report = {
+        "run": str(run_dir), "control_hz": control_hz, "episodes": len(eps),
+        "robot_time_s": float(robot_s[-1]) if len(robot_s) else 0.0,
+        "robot_time_per_episode_s": robot_s.tolist(),
+        "model_success": model, "true_success": truth,
+        "model_success_rate_last10": float(np.mean(model[-10:])) if model else None,
+        "true_success_rate_last10": (float(np.mean([bool(t) for t in truth[-10:] if t is not None]))
+                                     if have_truth else None),
+        "reward_model_agreement": float(np.mean(agree)) if agree else None,
+        "interventions": int(sum(e.get("interventions", 0) for e in eps)),
+        "episodes_with_interventions": int(sum(1 for e in eps if e.get("interventions", 0))),
+        "reward_missing_steps": int(sum(e.get("reward_missing", 0) for e in eps)),
+        # reset records (robolearn/reset_report.py): `seconds` of robot time, `ok`, `failures`
+        "resets": len(resets), "reset_time_s": float(sum(r.get("seconds", 0.0) for r in resets)),
+        "reset_failures": int(sum(1 for r in resets if r.get("ok") is False or r.get("failures", 0))),
+        "human_prompts": int(sum(r.get("human_prompts", 0) for r in resets)),
+        "loop": {k: a.get("loop") for k, a in actors.items()},
+        **(extra or {}),
+    }
+    # every human prompt of the session: training episodes, zero-shot and final evaluations
+    evals = [report.get(k) or {} for k in ("zero_shot", "final")]
+    report["human_prompts_total"] = report["human_prompts"] + int(
+        sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
+    report["reset_time_total_s"] = round(report["reset_time_s"] + float(
+        sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
+    tmp = run_dir / "session_report.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1))
+    tmp.replace(run_dir / "session_report.json")
+    try:
+        _plot(report, run_dir / "session_report.png")
+    except Exception as exc:  # a plot must never cost the JSON
+        log.warning("session_report.png not written: %s", exc)
+    return report
+
+
+def _episodes(root: Path) -> list[dict]:
+    if not (root / "meta.json").is_file():
+        return []
+    out = []
+    for p in sorted(root.glob("episode_*/episode.json")):
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.asarray(report["robot_time_per_episode_s"]) / 60.0
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+
+    def rolling(xs, w=10):
+        xs = np.asarray(xs, float)
+        return np.array([xs[max(0, i - w + 1):i + 1].mean() for i in range(len(xs))])
+
+    if len(t):
+        ax.plot(t, rolling(report["model_success"]), label="reward-model success (rolling 10)")
+        truth = report["true_success"]
+        if any(v is not None for v in truth):
+            idx = [i for i, v in enumerate(truth) if v is not None]
+            ax.plot(t[idx], rolling([bool(truth[i]) for i in idx]), label="true success (rolling 10)")
+    for key, style in (("zero_shot", "--"), ("final", ":")):
+        ev = report.get(key) or {}
+        v = ev.get("true_success_rate")
+        v = ev.get("success_rate") if v is None else v
+        if v is not None:
+            ax.axhline(v, ls=style, color="grey", label=f"{key.replace('_', '-')} eval: {v:.2f}")
+    ax.set_xlabel("robot time (min)")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"fine-tuning session: {report['episodes']} episodes, "
+                 f"{report['interventions']} intervention steps, {report['resets']} resets")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
