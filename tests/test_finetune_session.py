@@ -163,7 +163,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("reality", [None, "mild"])
 def test_sigkill_of_finetune_stops_learner_actor_and_emulator(tmp_path, pretrained, reality):
-    """Issue 14 item 9 (`launch` orphans), for the other launcher: a SIGKILLed `finetune` must
+    """As for `launch` (test_launch_stops_its_children.py), for the other launcher: a SIGKILLed `finetune` must
     not leave its learner, actor and emulated robot (a `robolearn emulate` process) running."""
     launch = _launch(tmp_path, pretrained, steps=100_000, **({"reality": reality} if reality else {}))
     p = subprocess.Popen(_cli("finetune", str(launch)), cwd=ROOT, stdout=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Issue 14 item 1: frame 0 after reset shows the new goal, not the previous episode's."""
+"""Frame 0 after reset shows the new goal, not the previous episode's."""
 import numpy as np
 import pytest
 

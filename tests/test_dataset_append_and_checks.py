@@ -1,4 +1,4 @@
-"""Issue 14 items 8 and 9 (datasets): appending continues seeds; other-task datasets, truncated
+"""Appending continues seeds; other-task datasets, truncated
 episodes and 10 Hz durations are handled and reported correctly."""
 import json
 

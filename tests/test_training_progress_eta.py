@@ -1,4 +1,4 @@
-"""Issue 14 item 6: the training progress bar's ETA counts what the remaining steps will cost
+"""The training progress bar's ETA counts what the remaining steps will cost
 (cheap random steps vs learning steps with updates), not one average rate."""
 import re
 

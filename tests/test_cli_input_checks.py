@@ -1,4 +1,6 @@
-"""Issue 14 item 9: the smaller rough edges, one test each."""
+"""Input checks of the CLI and training helpers: module:ID env names, the --set example in
+`train --help`, non-UTF-8 launch files, pickled demo arrays, EGL shutdown, the documented
+eval-video length."""
 import json
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Issue 14 items 3 and 9 (learner side): non-finite transitions are refused at the door and the
+"""Non-finite transitions are refused at the door and the
 learner keeps training; a huge message is logged, never dropped silently; HELLOs alone do not
 count as live actors."""
 import logging

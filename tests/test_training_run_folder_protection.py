@@ -1,4 +1,4 @@
-"""Issue 14 item 2: `train --out` never deletes an earlier run unless told (`--overwrite`)."""
+"""`train --out` never deletes an earlier run unless told (`--overwrite`)."""
 import json
 
 from robolearn.cli import main

@@ -1,4 +1,4 @@
-"""Issue 14 item 4: an actor that cannot reach its learner says so within seconds and, by
+"""An actor that cannot reach its learner says so within seconds and, by
 default, never acts (no untrained random actions on a robot)."""
 import logging
 import shutil

@@ -1,4 +1,4 @@
-"""Issue 14 item 7: unwritable paths, disk full at a checkpoint, truncated checkpoint files ->
+"""Unwritable paths, disk full at a checkpoint, truncated checkpoint files ->
 clear errors, results already computed kept, no `.tmp` left behind."""
 import errno
 import json

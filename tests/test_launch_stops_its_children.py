@@ -1,4 +1,4 @@
-"""Issue 14 item 9: SIGKILL of `robolearn launch` leaves no learner/actor running as orphans."""
+"""SIGKILL of `robolearn launch` leaves no learner/actor running as orphans."""
 import json
 import os
 import signal

@@ -1,4 +1,4 @@
-"""Issue 14 item 5: Ctrl-C / SIGTERM in `train` saves a resumable checkpoint and the summary."""
+"""Ctrl-C / SIGTERM in `train` saves a resumable checkpoint and the summary."""
 import json
 import os
 import signal
