@@ -34,108 +34,22 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robolearn.errors import ConfigError, DatasetError, ResetError, TrainingError
+from robolearn.errors import ConfigError, ResetError, TrainingError
 from robolearn.jsonfile import write_json_atomic
 from robolearn.policies import evaluation
-from robolearn.policies.checkpoints import (CHECKPOINTS, find_checkpoint, json_rng, py_random_state,
-                                            read_json_file, read_tensors_file, set_py_random_state,
-                                            unjson_rng, write_checkpoint)
-from robolearn.policies.curves import plot_learning_curve, read_metrics
+from robolearn.policies.checkpoints import CHECKPOINTS, find_checkpoint, read_json_file
 from robolearn.policies.demos import load_demos
-from robolearn.policies.env_building import evaluation_env_kwargs, make_env, perception_digest
+from robolearn.policies.env_building import evaluation_env_kwargs, make_env
 from robolearn.policies.progress import Eta
 from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
 from robolearn.policies.replay_setup import build_replays
 from robolearn.policies.run_folder import MetricsLog, clear_earlier_run, config_dict
-from robolearn.policies.serialize import load_state
 from robolearn.policies.train_config import TrainConfig, config_from_dict
+from robolearn.policies.trainer_hooks import TrainerHooks, reset_record
+from robolearn.policies.run_summary import finished_summary, interrupted_summary
+from robolearn.policies.trainer_state import restore_trainer, save_trainer_checkpoint
 from robolearn.reset_report import ResetStats
 
-EVAL_VIDEO_EPISODES = 3  # episodes in a finished run's eval.mp4 (docs/training.md says so)
-
-
-class TrainerHooks:
-    """Plain training on the env's own resets. Subclasses change only what differs; every
-    method gets the `Trainer` and may read its env, agent, replay and counters."""
-
-    #: `cfg.resets` value these hooks implement (kept in config.json and summary.json)
-    kind = "env"
-
-    # ----------------------------------------------------------------- construction
-    def env_kwargs(self, cfg: TrainConfig) -> dict:
-        """Options of the training env (e.g. physical resets)."""
-        return cfg.env_kwargs
-
-    def replay_capacity(self, cfg: TrainConfig) -> int | None:
-        """Online replay capacity (None: `cfg.steps`)."""
-        return cfg.buffer_size
-
-    def wrap_env(self, env: gym.Env) -> gym.Env:
-        return env
-
-    def setup(self, trainer: "Trainer", resumed_state: dict | None) -> None:
-        """After the env, agent and replay exist: build what else the run needs."""
-
-    def config_record(self, trainer: "Trainer") -> dict:
-        """Extra keys of config.json."""
-        return {}
-
-    # ------------------------------------------------------------------------ loop
-    def first_reset_options(self, trainer: "Trainer") -> dict:
-        return {}
-
-    def acting_agent(self, trainer: "Trainer"):
-        return trainer.agent
-
-    def store(self, trainer: "Trainer", obs, action, reward, nxt, terminated, truncated, info,
-              intervened) -> tuple[float, bool, bool, bool]:
-        """Store the step; return (reward for the episode return, terminated, truncated,
-        success) as the episode sees them."""
-        stored = trainer.add_transition(obs, action, reward, nxt, terminated, truncated, intervened)
-        return (float(reward) if stored else 0.0), bool(terminated), bool(truncated), \
-            bool(info.get("success", False))
-
-    def update(self, trainer: "Trainer") -> None:
-        """Called once per env step after the main agent's updates (once learning started)."""
-
-    def end_episode(self, trainer: "Trainer", rec: dict) -> dict:
-        """An episode ended (`rec` is its metrics record, which may be edited); return the
-        `reset()` options of the next one."""
-        return {}
-
-    def counts_as_episode(self, rec: dict) -> bool:
-        return True
-
-    def note_reset(self, trainer: "Trainer", reset: dict | None, ended: dict | None) -> dict | None:
-        """The reset record to log with the coming episode (None: none), and add it to
-        `trainer.reset_stats`; `ended` is the record of the episode before (None at the start)."""
-        if reset:
-            trainer.reset_stats.add(reset)
-        return reset
-
-    def summary(self, trainer: "Trainer") -> dict:
-        """Extra keys of summary.json."""
-        return {}
-
-    # --------------------------------------------------------------------- checkpoints
-    def checkpoint_state(self, trainer: "Trainer") -> dict:
-        """JSON-able state of the hooks (loop phase, counters), kept in trainer.json."""
-        return {}
-
-    def checkpoint_buffers(self, trainer: "Trainer") -> dict:
-        """Other replay buffers to save, {folder name: buffer or None}."""
-        return {}
-
-    def write_checkpoint_files(self, trainer: "Trainer", folder: Path) -> None:
-        """Other learners' weights (safetensors) into the checkpoint folder."""
-
-    def restore(self, trainer: "Trainer", ckpt: Path, state: dict) -> None:
-        """Load what `checkpoint_state` / `checkpoint_buffers` / `write_checkpoint_files` saved."""
-
-    def resume_reset_options(self, trainer: "Trainer") -> dict:
-        """`reset()` options of the first episode after a resume (the checkpoint was taken at an
-        episode boundary, after `end_episode`)."""
-        return {}
 
 
 class Trainer:
@@ -272,7 +186,7 @@ class Trainer:
         last_eta = 0.0
         if self._obs is None:
             self._obs, info0 = self.env.reset(seed=cfg.seed, options=hooks.first_reset_options(self) or None)
-            self._last_reset = hooks.note_reset(self, _reset_record(info0), None)
+            self._last_reset = hooks.note_reset(self, reset_record(info0), None)
         ep_ret, ep_success = 0.0, False
         self.ep_len = 0
         upd_time, upd_count = 0.0, 0
@@ -354,7 +268,7 @@ class Trainer:
                     except ResetError as exc:  # robot held by the supervisor: keep what was learned
                         self.wall_before += time.perf_counter() - t0
                         self._stop_on_failed_reset(exc)
-                    self._last_reset = hooks.note_reset(self, _reset_record(info0), rec)
+                    self._last_reset = hooks.note_reset(self, reset_record(info0), rec)
                 eta.update(self.env_steps)
                 if cfg.progress and time.perf_counter() - last_eta > Eta.REFRESH_S:
                     last_eta = time.perf_counter()
@@ -421,19 +335,7 @@ class Trainer:
                         f"`robolearn train --resume {self.dir}`") from exc
 
     def _finish_interrupted(self) -> dict:
-        """summary.json of a run stopped by a signal: where it stopped and how to go on."""
-        summary = {
-            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
-            "interrupted": True, "signal": self._interrupted,
-            "env_steps": self.env_steps, "steps": self.cfg.steps, "updates": self.updates,
-            "episodes": self.episodes, "wall_s": round(self.wall_before, 3),
-            "eval_return": self.last_eval["return"] if self.last_eval else None,
-            "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
-            "checkpoint": str(find_checkpoint(self.dir)),
-            "resume": f"robolearn train --resume {self.dir}",
-        }
-        self._write_json("summary.json", summary)
-        return summary
+        return interrupted_summary(self)
 
     def _update(self, batch, agent=None) -> dict:
         agent = agent or self.agent
@@ -496,33 +398,7 @@ class Trainer:
     def save_checkpoint(self, final: bool = False) -> Path:
         """Write checkpoints/step_<N>/ then atomically point checkpoints/latest.json at it, so a
         kill at any moment leaves the previous checkpoint usable. Older ones are removed."""
-        env_rng = self.env.unwrapped.np_random.bit_generator.state
-        # Envs with randomness outside `np_random` (e.g. dm_control's task RandomState) can
-        # expose get_rng_state()/set_rng_state(state) (JSON-able) to be resumed exactly too.
-        get_extra = getattr(self.env.unwrapped, "get_rng_state", None)
-        state = {
-            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
-            "wall_s": self.wall_before, "update_time_s": self.update_time, "demo_count": self.demo_count, "final": final,
-            "replay_capacity": self.replay_capacity, "prior_capacity": self.prior_capacity,
-            "last_eval": self.last_eval, "loss_acc": self._loss_acc,
-            "rejected_missing_reward": self.rejected_missing_reward,
-            "rng": {"loop": json_rng(self.rng.bit_generator.state), "env": json_rng(env_rng),
-                    "env_extra": json_rng(get_extra()) if get_extra else None,
-                    "numpy_global": json_rng(np.random.get_state(legacy=False)),
-                    "python": py_random_state()},
-            "train": dataclasses.asdict(self.cfg), "agent_overrides": self.agent_overrides,
-            "perception_sha256": perception_digest(self.env),
-            "hooks": {"kind": self.hooks.kind, **self.hooks.checkpoint_state(self)},
-        }
-        from safetensors.torch import save_file
-
-        def extra_files(folder: Path) -> None:
-            save_file({"torch_rng": torch.get_rng_state()}, str(folder / "torch_rng.safetensors"))
-            self.hooks.write_checkpoint_files(self, folder)
-
-        return write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
-                                {"replay": self.replay, "prior": self.prior,
-                                 **self.hooks.checkpoint_buffers(self)}, state, extra_files)
+        return save_trainer_checkpoint(self, final)
 
     @classmethod
     def resume(cls, run_dir: str | Path, steps: int | None = None, progress: bool | None = None,
@@ -557,92 +433,13 @@ class Trainer:
         return self
 
     def _restore(self, ckpt: Path, state: dict) -> None:
-        cfg = self.cfg
-        # the replay holds the perception model's features: another model's would silently mix in
-        saved, now = state.get("perception_sha256"), perception_digest(self.env)
-        if "perception_sha256" in state and saved != now:
-            raise ConfigError(f"checkpoint {ckpt}: the perception model "
-                              f"{cfg.env_kwargs.get('perception')!r} is not the one this run was trained "
-                              f"with (sha256 {str(now)[:12]}, the run used {str(saved)[:12]}); "
-                              "restore that model folder, or start a new run")
-        self.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
-        self.replay.load(ckpt / "replay")
-        if self.prior is not None:
-            self.prior.load(ckpt / "prior")
-        self.env_steps = int(state["env_steps"])
-        self.episodes = int(state["episodes"])
-        self.wall_before = float(state["wall_s"])
-        self.update_time = float(state["update_time_s"])
-        self.last_eval = state["last_eval"]
-        self._loss_acc = state["loss_acc"]
-        self.rejected_missing_reward = int(state.get("rejected_missing_reward", self.rejected_missing_reward))
-        if self.updates != int(state["updates"]):
-            raise DatasetError(f"checkpoint {ckpt}: agent has {self.updates} updates, "
-                               f"trainer.json says {state['updates']}; the checkpoint is inconsistent")
-        self.hooks.restore(self, ckpt, state)
-        rng = state["rng"]
-        self.rng.bit_generator.state = unjson_rng(rng["loop"])
-        np.random.set_state(unjson_rng(rng["numpy_global"]))
-        set_py_random_state(rng["python"])
-        torch.set_rng_state(read_tensors_file(ckpt / "torch_rng.safetensors")["torch_rng"])
-        # The checkpoint was taken at an episode boundary just before reset(): seed the env
-        # once (the first reset must be seeded in gymnasium), then restore its RNG and reset
-        # so the next episode is the one the uninterrupted run would have started.
-        self.env.reset(seed=cfg.seed, options=self.hooks.first_reset_options(self) or None)
-        self.env.unwrapped.np_random.bit_generator.state = unjson_rng(rng["env"])
-        if rng.get("env_extra") is not None and hasattr(self.env.unwrapped, "set_rng_state"):
-            self.env.unwrapped.set_rng_state(unjson_rng(rng["env_extra"]))
-        self._obs, info0 = self.env.reset(options=self.hooks.resume_reset_options(self) or None)
-        self._last_reset = self.hooks.note_reset(self, _reset_record(info0), None)
+        restore_trainer(self, ckpt, state)
 
     def _finish(self) -> dict:
-        summary = {
-            "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed, "obs": self.cfg.obs,
-            "env_steps": self.env_steps, "updates": self.updates, "episodes": self.episodes,
-            "wall_s": round(self.wall_before, 3),
-            "updates_per_s": self.updates / self.update_time if self.update_time > 0 else None,
-            "eval_return": self.last_eval["return"], "eval_success_rate": self.last_eval["success_rate"],
-            "eval_episodes": self.last_eval["episodes"],
-            "utd": int(self.agent.config.utd), "demo_transitions": self.demo_count,
-            "checkpoint": str(find_checkpoint(self.dir)),
-            "rejected_missing_reward": self.rejected_missing_reward,
-        }
-        if self.cfg.profile:
-            summary["profile"] = self.cfg.profile
-            summary["profile_options"] = {k: getattr(self.agent.config, k) for k in self.profile}
-        if self.reset_stats.episodes:
-            summary["resets"] = self.reset_stats.as_dict()   # this session's resets (not resumed ones)
-        evals = read_metrics(self.dir / "metrics.jsonl", "eval")
-        if evals:
-            best = max(evals, key=lambda r: r["return"])
-            summary["best_eval_return"] = best["return"]
-            hit = [r["step"] for r in evals if r["success_rate"] >= 0.9]
-            summary["steps_to_90pct_success"] = hit[0] if hit else None
-        plot_learning_curve(self.dir / "metrics.jsonl", self.dir / "learning_curve.png",
-                            title=f"{self.cfg.algo} on {self.cfg.env} (seed {self.cfg.seed})")
-        summary["learning_curve"] = "learning_curve.png"
-        if self.cfg.video:
-            try:
-                path, _ = evaluation.record(self.eval_env, self.policy, self.dir / "eval.mp4",
-                                            episodes=EVAL_VIDEO_EPISODES, seed=self.cfg.seed)
-                summary["video"] = path.name
-            except Exception as exc:  # noqa: BLE001 - the video is optional: no GL, no ffmpeg,
-                # a renderer-less env... must not throw away a finished run; say why instead
-                print(f"could not record an evaluation video: {exc}")
-                summary["video"] = None
-        summary.update(self.hooks.summary(self))
-        self._write_json("summary.json", summary)
-        return summary
+        return finished_summary(self)
 
     def close(self):
         for env in (self.env, self._eval_env):
             if env is not None:
                 env.close()
         self._eval_env = None
-
-
-def _reset_record(info: dict) -> dict | None:
-    """An episode's reset record (robolearn envs: kind, seconds, failures, prompts) as logged:
-    wall-clock time stays out of metrics.jsonl, so a resumed run logs what a straight one does."""
-    rec = info.get("reset")
-    return {k: v for k, v in rec.items() if k != "wall_s"} if rec else None

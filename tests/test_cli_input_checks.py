@@ -114,7 +114,7 @@ def test_rendering_script_exits_without_egl_tracebacks(tmp_path, env_id, close):
 def test_training_docs_state_the_eval_video_episode_count():
     from pathlib import Path
 
-    from robolearn.policies.trainer import EVAL_VIDEO_EPISODES
+    from robolearn.policies.run_summary import EVAL_VIDEO_EPISODES
 
     words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()

@@ -12,7 +12,7 @@ from robolearn.compose.training import build_trainer, resume_trainer, train
 
 
 def test_start_state_classifier_separates_start_region_from_elsewhere():
-    from robolearn.resets.learned import StartStateClassifier
+    from robolearn.resets.start_classifier import StartStateClassifier
 
     rng = np.random.default_rng(0)
     pos = rng.uniform([0.16, -0.12], [0.28, 0.12], size=(300, 2))
@@ -28,7 +28,7 @@ def test_start_classifier_agrees_with_the_true_push_start_region():
     did not (they are mostly start states too): 34 % agreement on such a grid."""
     import gymnasium as gym
 
-    from robolearn.resets.learned import fit_start_classifier, start_state_examples
+    from robolearn.resets.start_classifier import fit_start_classifier, start_state_examples
     from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
@@ -61,7 +61,8 @@ def test_the_start_models_log_odds_point_the_cube_back_to_the_region():
     while p(start) itself is flat out there."""
     import gymnasium as gym
 
-    from robolearn.resets.learned import ForwardBackwardHooks, fit_start_classifier, start_state_examples
+    from robolearn.resets.learned import ForwardBackwardHooks
+    from robolearn.resets.start_classifier import fit_start_classifier, start_state_examples
     from robolearn.sim.arm_workspace import CUBE_REGION_HIGH, CUBE_REGION_LOW
 
     env = gym.make("robolearn/ArmPush-v0", privileged_obs=True)
@@ -289,7 +290,7 @@ def test_a_backward_agent_that_does_not_get_back_escalates_to_the_task_reset(tmp
 def test_start_classifier_says_no_far_outside_what_it_was_trained_on():
     """A cube flung far off the table must never read as a start state, whatever the MLP would
     extrapolate there."""
-    from robolearn.resets.learned import fit_start_classifier
+    from robolearn.resets.start_classifier import fit_start_classifier
 
     rng = np.random.default_rng(0)
     pos = rng.uniform([0.16, -0.12], [0.28, 0.12], size=(100, 2))

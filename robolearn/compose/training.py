@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from robolearn.policies.train_config import TrainConfig
-from robolearn.policies.trainer import Trainer, TrainerHooks
+from robolearn.policies.trainer import Trainer
+from robolearn.policies.trainer_hooks import TrainerHooks
 from robolearn.resets.learned import make_forward_backward_hooks
 from robolearn.resets.practice_trainer import PracticeHooks
 from robolearn.rewards.human import attach_human_labels

@@ -12,7 +12,6 @@ spaces, counters and the sampling RNG state; loading never unpickles (`allow_pic
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from robolearn.errors import ConfigError, DatasetError, TrainingError
-from robolearn.jsonfile import read_json
+from robolearn.jsonfile import read_json, write_json_atomic
 
 FORMAT_VERSION = 1
 
@@ -239,9 +238,7 @@ class ReplayBuffer:
             with open(tmp, "wb") as f:
                 np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
             os.replace(tmp, path / f"{name}.npy")
-        tmp = path / "meta.json.tmp"
-        tmp.write_text(json.dumps(self._meta()))
-        os.replace(tmp, path / "meta.json")
+        write_json_atomic(path / "meta.json", self._meta())
 
     def load(self, path: str | os.PathLike) -> "ReplayBuffer":
         """Restore contents, counters and RNG saved by `save` into this (same-spec) buffer."""

@@ -11,7 +11,7 @@ teleport resets (`Trainer`'s in sim) so laps are timed from the start line, as t
 from __future__ import annotations
 
 from robolearn.errors import ConfigError
-from robolearn.policies.trainer import TrainerHooks
+from robolearn.policies.trainer_hooks import TrainerHooks
 from robolearn.resets.practice import AutonomousPractice
 
 

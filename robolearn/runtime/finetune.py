@@ -150,7 +150,7 @@ def episode_steps(env) -> int:
 
 def prepare_learner(learner) -> dict:
     """Pretrained weights + warm start on a freshly built `Learner`. Returns what it did."""
-    from robolearn.data.replay import MixedSampler, ReplayBuffer, transitions_to_buffer
+    from robolearn.policies.replay_setup import add_prior
 
     cfg, ft = learner.cfg, learner.cfg.finetune
     done = {"warm_start": ft.warm_start, "load": ft.load, "checkpoint": str(ft.checkpoint)}
@@ -165,13 +165,9 @@ def prepare_learner(learner) -> dict:
         done["warmup_steps"] = learner.learning_starts
     elif ft.warm_start == "rlpd":
         prior = load_prior(ft.prior_data, learner)
-        ac = learner.agent.config
-        learner.prior = ReplayBuffer(learner.env.observation_space, learner.env.action_space,
-                                     len(prior["action"]) + learner.replay.capacity,
-                                     n_step=int(getattr(ac, "n_step", 1)),
-                                     gamma=float(getattr(ac, "gamma", 0.99)), seed=cfg.seed + 1)
-        transitions_to_buffer(prior, learner.prior)
-        learner.sampler = MixedSampler(learner.replay, learner.prior, 0.5)
+        learner.prior, learner.sampler = add_prior(
+            learner.replay, learner.env.observation_space, learner.env.action_space, learner.agent.config,
+            prior, len(prior["action"]) + learner.replay.capacity, cfg.seed + 1, prior_fraction=0.5)
         learner.learning_starts = 0
         done["prior_transitions"] = int(len(prior["action"]))
         done["prior_data"] = ft.prior_data

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.jsonfile import write_json_atomic
+
 log = logging.getLogger("robolearn.runtime.finetune")
 
 
@@ -52,9 +54,7 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
     report["reset_time_total_s"] = round(report["reset_time_s"] + float(
         sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
-    tmp = run_dir / "session_report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(run_dir / "session_report.json")
+    write_json_atomic(run_dir / "session_report.json", report, indent=1)
     try:
         _plot(report, run_dir / "session_report.png")
     except Exception as exc:  # a plot must never cost the JSON

@@ -26,6 +26,7 @@ import numpy as np
 from robolearn.errors import ConfigError
 from robolearn.runtime import messages as M
 from robolearn.runtime.config import LaunchConfig, to_dict
+from robolearn.jsonfile import write_json_atomic
 
 log = logging.getLogger("robolearn.runtime.learner")
 
@@ -49,7 +50,8 @@ class Learner:
                  stop: threading.Event | None = None, env=None):
         import torch
 
-        from robolearn.data.replay import MixedSampler, ReplayBuffer
+        from robolearn.policies.demos import load_demos
+        from robolearn.policies.replay_setup import build_replays
         from robolearn.runtime.actor import _make_env, agent_overrides
         from robolearn.policies.registry import make_agent
 
@@ -86,25 +88,13 @@ class Learner:
         cap = lc.buffer_size or min(int(getattr(ac, "replay_capacity", 1_000_000)),
                                     lc.total_env_steps + lc.total_env_steps // 4 + 1000
                                     if lc.total_env_steps else 1_000_000)
-        n_step, gamma = int(getattr(ac, "n_step", 1)), float(getattr(ac, "gamma", 0.99))
-        self.replay = ReplayBuffer(self.env.observation_space, self.env.action_space, cap,
-                                   n_step=n_step, gamma=gamma, seed=cfg.seed)
-        self.prior = None
-        self.sampler = self.replay
         prior_fraction = getattr(ac, "prior_fraction", None)
-        if lc.demos:
-            from robolearn.data.replay import transitions_to_buffer
-            from robolearn.policies.demos import load_demos
-
-            demos = load_demos(lc.demos, self.env, seed=cfg.seed)
-            if prior_fraction:
-                self.prior = ReplayBuffer(self.env.observation_space, self.env.action_space,
-                                          len(demos["action"]) + cap, n_step=n_step,
-                                          gamma=gamma, seed=cfg.seed + 1)
-                transitions_to_buffer(demos, self.prior)
-                self.sampler = MixedSampler(self.replay, self.prior, prior_fraction)
-            else:
-                transitions_to_buffer(demos, self.replay)
+        demos = load_demos(lc.demos, self.env, seed=cfg.seed) if lc.demos else None
+        # RLPD: the demos are the prior part of every batch; other algos: they seed the replay
+        prior_capacity = len(demos["action"]) + cap if demos is not None and prior_fraction else 0
+        self.replay, self.prior, self.sampler = build_replays(
+            self.env.observation_space, self.env.action_space, ac, cap, cfg.seed, demos=demos,
+            prior_capacity=prior_capacity, prior_fraction=prior_fraction)
         from robolearn.rewards.serving import learner_labeler
 
         # [reward] where = "learner": label transitions here, as they arrive, before replay
@@ -461,9 +451,7 @@ class Learner:
         }
         if self.last_eval:
             self._log({"kind": "eval", "step": self.env_steps, **self.last_eval})
-        tmp = self.dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, self.dir / "summary.json")
+        write_json_atomic(self.dir / "summary.json", summary, indent=2)
         return summary
 
     def close(self) -> None:
