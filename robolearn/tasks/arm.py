@@ -1,4 +1,4 @@
-"""Arm tasks (reach, push, lift) over any arm backend, and their Gymnasium registration.
+"""Arm tasks (reach, push, lift) over any arm backend (the env factory is robolearn/compose/envs.py).
 
 Action mapping (Box(-1, 1), documented here once):
 - `action_mode="ee_delta"` (default), shape (4,): `a[:3] * 0.025 m` moves the commanded
