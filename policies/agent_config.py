@@ -10,6 +10,7 @@ from robolearn.env import PRIVILEGED_KEY
 from robolearn.errors import ConfigError
 
 PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
+NETWORKS = ("mlp", "simba")
 
 
 @dataclass
@@ -20,6 +21,13 @@ class AgentConfig:
     # --- networks
     actor_hidden: tuple[int, ...] = (256, 256)
     critic_hidden: tuple[int, ...] = (256, 256)  # CrossQ: wide (2048, 2048)
+    #: "mlp" (the hidden sizes above) or "simba": residual pre-LayerNorm blocks with a running
+    #: observation normaliser (Lee et al. 2024); width/blocks below are the paper's defaults
+    network: str = "mlp"
+    simba_actor_width: int = 128
+    simba_actor_blocks: int = 1
+    simba_critic_width: int = 512
+    simba_critic_blocks: int = 2
     num_critics: int = 2  # ensemble size N
     num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
     actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
@@ -89,6 +97,14 @@ class AgentConfig:
         need(0.0 <= self.adam_beta1 < 1.0, f"adam_beta1={self.adam_beta1} must be in [0, 1)")
         need(0.0 <= self.prior_fraction <= 1.0, f"prior_fraction={self.prior_fraction} must be in [0, 1]")
         need(self.encoder in ("conv",), f"encoder={self.encoder!r}: choose 'conv'")
+        need(self.network in NETWORKS, f"network={self.network!r}: choose one of {', '.join(map(repr, NETWORKS))}")
+        if self.network == "simba":
+            for k in ("simba_actor_width", "simba_actor_blocks", "simba_critic_width", "simba_critic_blocks"):
+                need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
+            need(not (self.critic_batch_renorm or self.actor_batch_renorm),
+                 "network='simba' normalises with LayerNorm and a running observation normaliser; "
+                 "it does not compose with batch renormalisation (crossq's critic_batch_renorm / "
+                 "actor_batch_renorm): use another preset or set network='mlp'")
         need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
         need(self.privileged in PRIVILEGED_MODES,
              f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")

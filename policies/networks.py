@@ -1,4 +1,4 @@
-"""MLPs, the critic ensemble and the squashed-Gaussian actor of the SAC family.
+"""MLPs, SimBa networks, the critic ensemble and the squashed-Gaussian actor of the SAC family.
 
 Why batched weights: REDQ/RLPD train 10 critics per update. Storing the ensemble as stacked
 weights (E, in, out) makes every layer ONE `baddbmm` over the ensemble axis instead of a Python
@@ -120,6 +120,69 @@ class EnsembleMLP(nn.Module):
         return x
 
 
+class EnsembleSimba(nn.Module):
+    """SimBa (Lee et al., 2024, "Simplicity Bias for Scaling Up Parameters in Deep RL") for E
+    members: Linear(in, w) -> N x [x + Linear(4w, w)(ReLU(Linear(w, 4w)(LN(x))))] -> LN -> Linear.
+
+    Why: the residual path keeps an (almost) linear map from input to output, which biases a
+    large network toward simple functions; with pre-LayerNorm blocks and a running observation
+    normaliser (`RunningNorm`, on with `network="simba"`) a bigger critic learns faster
+    instead of worse. `dropout` (DroQ) sits after each block's ReLU."""
+
+    def __init__(self, ensemble_size: int, in_dim: int, width: int, blocks: int, out_dim: int,
+                 dropout: float = 0.0):
+        super().__init__()
+        self.ensemble_size = ensemble_size
+        e = ensemble_size
+        self.proj = EnsembleLinear(e, in_dim, width)
+        self.blocks = nn.ModuleList()
+        for _ in range(blocks):
+            parts = [EnsembleLayerNorm(e, width), EnsembleLinear(e, width, 4 * width), nn.ReLU(inplace=True)]
+            if dropout > 0:
+                parts.append(Dropout(dropout))
+            parts.append(EnsembleLinear(e, 4 * width, width))
+            self.blocks.append(nn.ModuleList(parts))
+        self.norm = EnsembleLayerNorm(e, width)
+        self.head = EnsembleLinear(e, width, out_dim)
+
+    def set_generator(self, generator: torch.Generator) -> None:
+        for m in self.modules():
+            if isinstance(m, Dropout):
+                m.generator = generator
+
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, D) or (E, B, D) -> (E, B, out); with `members`, only those (M, B, out)."""
+        def layer(m, h):
+            return m(h, members) if isinstance(m, (EnsembleLinear, EnsembleLayerNorm)) else m(h)
+
+        h = layer(self.proj, x)
+        for block in self.blocks:
+            r = h
+            for m in block:
+                r = layer(m, r)
+            h = h + r
+        return layer(self.head, layer(self.norm, h))
+
+
+class Simba(nn.Module):
+    """One SimBa network (the actor's): Linear -> N residual pre-LN blocks -> LN -> Linear."""
+
+    def __init__(self, in_dim: int, width: int, blocks: int, out_dim: int):
+        super().__init__()
+        self.proj = nn.Linear(in_dim, width)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.ReLU(inplace=True),
+                          nn.Linear(4 * width, width)) for _ in range(blocks))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        for block in self.blocks:
+            h = h + block(h)
+        return self.head(self.norm(h))
+
+
 def detached_alias(module: nn.Module) -> nn.Module:
     """A copy of `module` whose parameters are detached views of the originals (same storage).
 
@@ -145,10 +208,16 @@ class Critic(nn.Module):
     """Q ensemble: (features (B, F), action (B, A)) -> Q values (E, B)."""
 
     def __init__(self, feature_dim: int, action_dim: int, num_critics: int, hidden: tuple[int, ...],
-                 **mlp_options):
+                 simba: tuple[int, int] | None = None, **mlp_options):
+        """`simba=(width, blocks)`: a SimBa ensemble instead of the MLP (`hidden` unused; of the
+        MLP options only `dropout` applies)."""
         super().__init__()
         self.num_critics = num_critics
-        self.mlp = EnsembleMLP(num_critics, feature_dim + action_dim, hidden, 1, **mlp_options)
+        if simba is not None:
+            self.mlp = EnsembleSimba(num_critics, feature_dim + action_dim, simba[0], simba[1], 1,
+                                     dropout=mlp_options.get("dropout", 0.0))
+        else:
+            self.mlp = EnsembleMLP(num_critics, feature_dim + action_dim, hidden, 1, **mlp_options)
 
     def forward(self, feat: torch.Tensor, action: torch.Tensor,
                 members: torch.Tensor | None = None) -> torch.Tensor:
@@ -180,10 +249,14 @@ class Actor(nn.Module):
     running statistics (eval mode, the Agent's default for the actor), as sbx's CrossQ does."""
 
     def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...],
-                 batch_renorm: dict | None = None):
+                 batch_renorm: dict | None = None, simba: tuple[int, int] | None = None):
+        """`simba=(width, blocks)`: a SimBa body instead of the MLP (`hidden` unused)."""
         super().__init__()
         self.in_features = int(feature_dim)
-        self.net = mlp(feature_dim, hidden, 2 * action_dim, batch_renorm)
+        if simba is not None:
+            self.net = Simba(feature_dim, simba[0], simba[1], 2 * action_dim)
+        else:
+            self.net = mlp(feature_dim, hidden, 2 * action_dim, batch_renorm)
 
     def forward(self, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(feat).chunk(2, dim=-1)

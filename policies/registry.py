@@ -86,6 +86,8 @@ def make_config(algo: str, **overrides) -> AgentConfig:
         raise ConfigError(f"unknown option(s) {unknown} for algo {algo!r}; valid options: "
                           f"{', '.join(k for k in _FIELDS if k != 'algo')}")
     values = {**PRESETS[algo], **overrides, "algo": algo}
+    if values.get("network") == "simba" and "normalize_obs" not in overrides:
+        values["normalize_obs"] = True  # SimBa's running normaliser is part of the architecture
     for k, v in list(values.items()):  # TOML/JSON give lists where the config has tuples
         if isinstance(v, list):
             values[k] = tuple(v)

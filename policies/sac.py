@@ -94,13 +94,17 @@ class Agent:
                 feat_dim += self.encoder.feature_dim
             actor_dim = feat_dim + (self.privileged_dim if self.actor_privileged else 0)
             brn = dict(momentum=cfg.renorm_momentum, warmup_steps=cfg.renorm_warmup)
+            simba = cfg.network == "simba"
             self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
-                               batch_renorm=brn if cfg.actor_batch_renorm else None).to(self.device)
+                               batch_renorm=brn if cfg.actor_batch_renorm else None,
+                               simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None
+                               ).to(self.device)
             # eval mode except in the actor loss: acting and the TD target's next action read
             # running statistics (matters with actor_batch_renorm only)
             self.actor.train(False)
             self.critic = Critic(
                 feat_dim + self.privileged_dim, self.action_dim, cfg.num_critics, tuple(cfg.critic_hidden),
+                simba=(cfg.simba_critic_width, cfg.simba_critic_blocks) if simba else None,
                 dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
                 batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
                 renorm_warmup=cfg.renorm_warmup).to(self.device)

@@ -13,6 +13,7 @@ BENCHES = {
     "sim2real": "scripted control on sim vs emulated mild/hard reality; HTTP camera fps/latency; calibrate-sim recovery",
     "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice; --only learned / car-learned train (reset-free ArmPush, CarLap practice)",
     "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
+    "simba": "SimBa networks vs the plain MLP (sac): update time ratio, returns at equal env steps",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

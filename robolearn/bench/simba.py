@@ -1,0 +1,116 @@
+"""`robolearn bench simba`: SimBa networks vs the plain MLP, same preset, seeds and budget.
+
+Two parts, both measured in this run:
+- update cost: gradient updates/s of `sac` with the MLP (256, 256) actor and critics and with
+  SimBa at three sizes, interleaved on the same random data (process CPU time, the robust figure
+  on a shared machine), reported as time per update relative to the MLP;
+- learning: `robolearn train` runs at equal env steps per (env, network, seed), the final and
+  best evaluation return and success rate, and wall time.
+The paper's claims it checks: larger SimBa networks do not learn worse than smaller ones, and a
+small SimBa costs less than 1.3x the MLP's update time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: name -> agent options; "mlp" is the baseline every ratio is taken against
+NETWORKS = {
+    "mlp": {},
+    # about the MLP's multiply-adds (critic 23x96 + 2 x 96x384 vs 23x256 + 256x256)
+    "simba-s": {"network": "simba", "simba_actor_width": 64, "simba_actor_blocks": 1,
+                "simba_critic_width": 96, "simba_critic_blocks": 1},
+    "simba-m": {"network": "simba", "simba_actor_width": 128, "simba_actor_blocks": 1,
+                "simba_critic_width": 128, "simba_critic_blocks": 2},
+    "simba": {"network": "simba"},   # the paper's defaults: actor 128 x 1, critic 512 x 2
+    "simba-l": {"network": "simba", "simba_critic_width": 512, "simba_critic_blocks": 4},
+}
+
+
+def update_cost(obs_dim: int = 17, action_dim: int = 6, batch_size: int = 256, steps: int = 60,
+                seed: int = 0) -> dict:
+    """Updates/s per network (interleaved rounds, median) and time per update / the MLP's."""
+    import torch
+
+    from robolearn.data.replay import ReplayBuffer
+    from robolearn.policies.speed_harness import _fill_ours, _interleaved, _our_runner, _random_data, _spaces
+
+    torch.set_num_threads(1)
+    obs_space, act_space = _spaces(obs_dim, action_dim)
+    buf = ReplayBuffer(obs_space, act_space, 5000, seed=seed)
+    _fill_ours(buf, _random_data(4000, obs_dim, action_dim, seed))
+    runners = {name: _our_runner("sac", obs_space, act_space, buf, batch_size, "cpu", seed, **opts)
+               for name, opts in NETWORKS.items()}
+    rates = _interleaved(runners, steps=steps, warmup=3, rounds=5, sync=lambda: None)
+    base = rates["mlp"]["cpu"]
+    return {name: {"updates_per_s_cpu": round(r["cpu"], 2), "updates_per_s_wall": round(r["wall"], 2),
+                   "time_per_update_vs_mlp": round(base / r["cpu"], 3)} for name, r in rates.items()}
+
+
+def learning(envs: list[str], networks: list[str], seeds: list[int], steps: int, eval_every: int,
+             eval_episodes: int, out: Path) -> list[dict]:
+    from robolearn.compose.training import train
+    from robolearn.policies.train_config import TrainConfig
+
+    rows = []
+    for env in envs:
+        for name in networks:
+            for seed in seeds:
+                run = out / f"{env.split('/')[-1]}-{name}-s{seed}"
+                t0 = time.perf_counter()
+                s = train(TrainConfig(env=env, algo="sac", steps=steps, seed=seed, out=str(run),
+                                      eval_every=eval_every, eval_episodes=eval_episodes,
+                                      agent=dict(NETWORKS[name]), video=False, progress=False,
+                                      overwrite=True))
+                rows.append({"env": env, "network": name, "seed": seed, "eval_return": s["eval_return"],
+                             "best_eval_return": s.get("best_eval_return"),
+                             "eval_success_rate": s["eval_success_rate"],
+                             "wall_s": round(time.perf_counter() - t0, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    out = []
+    for env in dict.fromkeys(r["env"] for r in rows):
+        for name in dict.fromkeys(r["network"] for r in rows):
+            rs = [r for r in rows if r["env"] == env and r["network"] == name]
+            if rs:
+                out.append({"env": env, "network": name, "seeds": len(rs),
+                            "eval_return_mean": round(float(np.mean([r["eval_return"] for r in rs])), 2),
+                            "eval_return_std": round(float(np.std([r["eval_return"] for r in rs])), 2),
+                            "success_mean": round(float(np.nanmean([r["eval_success_rate"] for r in rs])), 3),
+                            "wall_s_mean": round(float(np.mean([r["wall_s"] for r in rs])), 1)})
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="robolearn bench simba", description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", nargs="+", default=["robolearn/ArmPush-v0"],
+                   help="env IDs for the learning part (e.g. robolearn/dmc-cheetah-run-v0 robolearn/dmc-walker-walk-v0)")
+    p.add_argument("--networks", nargs="+", choices=sorted(NETWORKS), default=["mlp", "simba-s", "simba-m"])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=20_000, help="env steps per training run")
+    p.add_argument("--eval-every", type=int, default=5000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--no-learning", action="store_true", help="only the update-cost part")
+    p.add_argument("--speed-steps", type=int, default=60, help="updates timed per network")
+    p.add_argument("--out", default="runs/bench-simba")
+    p.add_argument("--json", default=None, help="also write the results as JSON")
+    a = p.parse_args(argv)
+    res = {"command": "robolearn bench simba " + " ".join(argv or []),
+           "update_cost": update_cost(steps=a.speed_steps)}
+    print(json.dumps({"update_cost": res["update_cost"]}, indent=1), flush=True)
+    if not a.no_learning:
+        rows = learning(a.envs, a.networks, a.seeds, a.steps, a.eval_every, a.eval_episodes, Path(a.out))
+        res["runs"], res["summary"] = rows, summarise(rows)
+        for r in res["summary"]:
+            print(json.dumps(r), flush=True)
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    return 0

@@ -1,0 +1,119 @@
+"""`network = "simba"` (Lee et al. 2024): residual pre-LayerNorm blocks + running observation
+normaliser, composing with the presets; state round trips, NaN guard, export parity, learning."""
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from robolearn.errors import ConfigError, TrainingError
+from robolearn.policies.networks import EnsembleSimba, Simba
+from robolearn.policies.registry import ALGOS, make_agent
+
+from test_learners import ACT, STATE, TINY, PointGoal, batch_for, run_episodes, space_for
+
+SMALL = dict(TINY, simba_actor_width=16, simba_actor_blocks=1, simba_critic_width=16, simba_critic_blocks=2)
+
+
+@pytest.mark.parametrize("algo", sorted(set(ALGOS) - {"crossq"}))
+def test_simba_composes_with_every_preset_but_crossq(algo):
+    space = space_for(algo)
+    agent = make_agent(algo, space, ACT, seed=0, network="simba", **SMALL)
+    assert isinstance(agent.actor.net, Simba) and isinstance(agent.critic.mlp, EnsembleSimba)
+    assert agent.config.normalize_obs and agent.obs_norm is not None   # part of the architecture
+    assert len(agent.critic.mlp.blocks) == 2 and agent.critic.mlp.ensemble_size == agent.config.num_critics
+    for _ in range(agent.config.actor_every):
+        m = agent.update(batch_for(space))
+    assert all(math.isfinite(v) for v in m.values())
+    a = agent.act({k: v[0] for k, v in batch_for(space, 1).obs.items()})
+    assert a.shape == (2,) and np.all(np.abs(a) <= 1)
+
+
+def test_simba_with_crossq_or_a_bad_size_is_a_clear_error():
+    with pytest.raises(ConfigError, match="network='simba'.*batch renormalisation.*crossq"):
+        make_agent("crossq", STATE, ACT, network="simba")
+    with pytest.raises(ConfigError, match="network='resnet'.*'mlp', 'simba'"):
+        make_agent("sac", STATE, ACT, network="resnet")
+    with pytest.raises(ConfigError, match="simba_critic_blocks=0"):
+        make_agent("sac", STATE, ACT, network="simba", simba_critic_blocks=0)
+
+
+def test_paper_defaults_and_the_normaliser_can_be_turned_off():
+    cfg = make_agent("sac", STATE, ACT, network="simba").config
+    assert (cfg.simba_actor_width, cfg.simba_actor_blocks) == (128, 1)
+    assert (cfg.simba_critic_width, cfg.simba_critic_blocks) == (512, 2)
+    assert not make_agent("sac", STATE, ACT, network="simba", normalize_obs=False, **SMALL).config.normalize_obs
+
+
+def test_ensemble_simba_equals_its_members_one_by_one():
+    torch.manual_seed(0)
+    net = EnsembleSimba(3, 5, 8, 2, 1)
+    x = torch.randn(7, 5)
+    full = net(x)
+    for m in range(3):
+        np.testing.assert_allclose(net(x, members=torch.tensor([m]))[0].detach(), full[m].detach(),
+                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["sac", "droq", "drq"])
+def test_simba_state_dict_round_trip_is_exact(algo):
+    space = space_for(algo)
+    a = make_agent(algo, space, ACT, seed=1, network="simba", **SMALL)
+    for i in range(3):
+        a.update(batch_for(space, seed=i))
+    b = make_agent(algo, space, ACT, seed=2, network="simba", **SMALL)
+    b.load_state_dict(a.state_dict())
+    o = {k: v[0] for k, v in batch_for(space, 1, seed=7).obs.items()}
+    np.testing.assert_array_equal(a.act(o, deterministic=True), b.act(o, deterministic=True))
+    batch = batch_for(space, seed=9)
+    assert a.update(batch) == b.update(batch)
+
+
+def test_simba_nan_guard():
+    agent = make_agent("sac", STATE, ACT, network="simba", **SMALL)
+    agent.update(batch_for(STATE))
+    with torch.no_grad():
+        agent.critic.mlp.proj.weight[0, 0, 0] = float("nan")
+    with pytest.raises(TrainingError, match="non-finite"):
+        agent.update(batch_for(STATE))
+
+
+@pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
+def test_simba_actor_exports_with_parity(tmp_path, fmt, suffix):
+    pytest.importorskip("onnxruntime")
+    from robolearn.policies.export import export_policy
+
+    env = gym.make("robolearn/ArmReach-v0")
+    try:
+        agent = make_agent("sac", env.observation_space, env.action_space, seed=3, network="simba",
+                           simba_actor_width=32, simba_critic_width=32)
+    finally:
+        env.close()
+    agent.obs_norm.update(torch.randn(512, agent.obs_norm.mean.shape[0]) * 3 + 1)
+    spec = export_policy(agent, fmt, tmp_path / f"p{suffix}", env_id="robolearn/ArmReach-v0",
+                         parity_samples=300)
+    assert spec["parity_max_abs_error"] < 1e-5
+
+
+def test_simba_sac_learns_the_tiny_task():
+    env = PointGoal()
+    agent = make_agent("sac", env.observation_space, env.action_space, seed=0, network="simba",
+                       simba_actor_width=32, simba_critic_width=64, batch_size=64)
+    from robolearn.data.replay import ReplayBuffer
+
+    buf = ReplayBuffer(env.observation_space, env.action_space, 5000, seed=0)
+    rng = np.random.default_rng(0)
+    o, _ = env.reset(seed=0)
+    for step in range(1500):
+        a = rng.uniform(-1, 1, 1).astype(np.float32) if step < 200 else agent.act(o)
+        o2, r, term, trunc, _ = env.step(a)
+        buf.add(o, a, r, o2, term, trunc)
+        o = o2
+        if term or trunc:
+            o, _ = env.reset()
+        if step >= 200:
+            agent.update(buf.sample(64))
+    random_ret = run_episodes(env, lambda o: rng.uniform(-1, 1, 1), 10, seed=100)
+    learned = run_episodes(env, lambda o: agent.act(o, deterministic=True), 10, seed=100)
+    assert learned > random_ret + 4 and learned > -4.0, (learned, random_ret)
