@@ -39,7 +39,7 @@ class TrainConfig:
     utd: int | None = None              # gradient updates per env step (None: the preset's)
     profile: str | None = None          # named hardware profile (policies.registry.PROFILES), e.g. cpu
     learning_starts: int | None = None  # random-action steps before updates (None: the preset's)
-    buffer_size: int | None = None      # replay capacity (None: steps)
+    buffer_size: int | None = None      # replay capacity (None: steps, at most the preset's replay_capacity)
     max_episode_steps: int | None = None  # None: the env's registered limit
     threads: int = 1                    # torch CPU threads (small nets: 1 is usually fastest)
     video: bool = True                  # record eval.mp4 (or a PNG strip) at the end

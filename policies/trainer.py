@@ -115,7 +115,8 @@ class Trainer:
             use_prior = bool(demos is not None and prior_fraction)
             # RLPD: demos (+ interventions) are the prior half of every batch. Other algos: the
             # demos simply seed the online replay, which is sized to hold them too.
-            capacity = self.hooks.replay_capacity(cfg) or cfg.steps
+            # --buffer-size, else the run's steps up to the preset's replay_capacity (drq: 100k)
+            capacity = self.hooks.replay_capacity(cfg) or min(cfg.steps, int(ac.replay_capacity))
             self.replay_capacity = capacity + (0 if use_prior else self.demo_count)
             self.prior_capacity = self.demo_count + cfg.steps if use_prior else 0
         else:

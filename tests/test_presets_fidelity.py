@@ -127,3 +127,63 @@ def test_crossq_actor_statistics_travel_with_the_policy_and_old_checkpoints_load
     rebuilt = agent_from_state(state, STATE, ACT)
     assert rebuilt.config.actor_batch_renorm is False
     np.testing.assert_array_equal(rebuilt.act(obs, deterministic=True), old.act(obs, deterministic=True))
+
+
+def _adam(opt):
+    g = opt.param_groups
+    return [(grp["lr"], grp["betas"][0]) for grp in g]
+
+
+def test_crossq_learning_rates_and_adam_beta_on_the_optimisers():
+    """CrossQ (Bhatt et al. 2024): lr 1e-3 for actor, critic and temperature, Adam beta1 0.5,
+    actor every 3 critic steps."""
+    agent = make_agent("crossq", STATE, ACT)
+    assert _adam(agent.critic_opt) == [(1e-3, 0.5)]
+    assert _adam(agent.actor_opt) == [(1e-3, 0.5), (1e-3, 0.5)]      # actor, temperature
+    assert agent.config.actor_every == 3
+    sac = make_agent("sac", STATE, ACT)
+    assert _adam(sac.critic_opt) == [(3e-4, 0.9)]
+
+
+def test_droq_dropout_comes_before_layer_norm_in_every_hidden_layer():
+    """DroQ (Hiraoka et al. 2022): Linear -> Dropout -> LayerNorm -> ReLU, dropout 0.01."""
+    from robolearn.policies.networks import Dropout
+
+    agent = make_agent("droq", STATE, ACT)
+    kinds = [type(m).__name__ for m in agent.critic.mlp.net]
+    assert kinds[:4] == ["EnsembleLinear", "Dropout", "EnsembleLayerNorm", "ReLU"]
+    assert kinds[4:8] == ["EnsembleLinear", "Dropout", "EnsembleLayerNorm", "ReLU"]
+    assert all(m.p == 0.01 for m in agent.critic.mlp.net if isinstance(m, Dropout))
+
+
+def _batch(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    o = lambda: {"state": rng.standard_normal((n, 6)).astype(np.float32)}  # noqa: E731
+    return Batch(obs=o(), action=rng.uniform(-1, 1, (n, 4)).astype(np.float32),
+                 reward=rng.standard_normal(n).astype(np.float32), next_obs=o(),
+                 discount=np.full(n, 0.99, np.float32), intervention=np.zeros(n, bool))
+
+
+def test_rlpd_policy_delay_zero_means_one_actor_step_per_env_step():
+    """policy_delay=0: the actor and temperature step once every `utd` critic steps (once per
+    env step), whatever utd is set to."""
+    for utd in (20, 4):
+        agent = make_agent("rlpd", STATE, ACT, utd=utd, batch_size=8, num_critics=2,
+                           critic_hidden=(8,), actor_hidden=(8,))
+        assert agent.config.policy_delay == 0 and agent.config.actor_every == utd
+        before = [p.detach().clone() for p in agent.actor.parameters()]
+        for i in range(utd - 1):
+            agent.update(_batch(seed=i))
+        assert all(torch.equal(a, b) for a, b in zip(before, agent.actor.parameters()))
+        agent.update(_batch(seed=99))
+        assert not all(torch.equal(a, b) for a, b in zip(before, agent.actor.parameters()))
+
+
+def test_drq_target_entropy_temperature_and_replay_capacity():
+    """DrQ as configured here: target entropy -|A|/2 (RLPD's DrQLearner), initial temperature
+    0.1, replay capacity 100k (honoured by the Trainer, tests/test_training.py)."""
+    pix = gym.spaces.Dict({"front": gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)})
+    agent = make_agent("drq", pix, ACT, feature_dim=8, encoder_filters=4, encoder_layers=2)
+    assert agent.target_entropy == -0.5 * 4
+    assert math.isclose(float(agent.log_alpha.detach().exp()), 0.1, rel_tol=1e-6)
+    assert agent.config.replay_capacity == 100_000

@@ -229,3 +229,19 @@ def test_prior_data_counts_are_checked():
         episode_count("sim:x", "finetune.prior_data")
     with pytest.raises(ConfigError, match="N must be >= 1"):
         episode_count("scripted:0")
+
+
+def test_trainer_honours_the_presets_replay_capacity():
+    """The replay holds the run's steps, at most the agent's `replay_capacity` (drq: 100k);
+    an explicit buffer_size wins."""
+    from robolearn.compose.training import build_trainer
+
+    base = dict(env="Pendulum-v1", steps=60, progress=False, video=False,
+                agent={"actor_hidden": [8], "critic_hidden": [8], "batch_size": 8})
+    for kw, want in (({}, 60), ({"agent": {**base["agent"], "replay_capacity": 25}}, 25),
+                     ({"agent": {**base["agent"], "replay_capacity": 25}, "buffer_size": 40}, 40)):
+        t = build_trainer(TrainConfig(**{**base, **kw}))
+        try:
+            assert t.replay_capacity == want and t.replay.capacity == want
+        finally:
+            t.close()

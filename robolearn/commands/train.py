@@ -25,7 +25,7 @@ FLAGS = {
     "profile": (str, "named hardware profile: cpu = rlpd with 2 critics at UTD 5 (paper: 10 at 20), "
                      "redq 5 critics at UTD 5, droq UTD 5; printed at start, kept in summary.json"),
     "learning_starts": (int, "random-action env steps before learning (default: the preset's)"),
-    "buffer_size": (int, "replay capacity (default: --steps)"),
+    "buffer_size": (int, "replay capacity (default: --steps, at most the preset's replay_capacity)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
