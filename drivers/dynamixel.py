@@ -21,7 +21,7 @@ signed registers two's complement.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from robolearn.drivers.feetech import Register, ResyncParser
@@ -44,12 +44,15 @@ REBOOT = 0x08
 STATUS = 0x55
 SYNC_READ = 0x82
 SYNC_WRITE = 0x83
+FAST_SYNC_READ = 0x8A    # X-series firmware v45+: one combined status packet (see fast_status)
 BULK_READ = 0x92
 BULK_WRITE = 0x93
+FAST_BULK_READ = 0x9A    # X-series firmware v45+
 INSTRUCTIONS = {PING: "PING", READ: "READ", WRITE: "WRITE", REG_WRITE: "REG_WRITE", ACTION: "ACTION",
                 FACTORY_RESET: "FACTORY_RESET", REBOOT: "REBOOT", STATUS: "STATUS",
-                SYNC_READ: "SYNC_READ", SYNC_WRITE: "SYNC_WRITE", BULK_READ: "BULK_READ",
-                BULK_WRITE: "BULK_WRITE"}
+                SYNC_READ: "SYNC_READ", SYNC_WRITE: "SYNC_WRITE", FAST_SYNC_READ: "FAST_SYNC_READ",
+                BULK_READ: "BULK_READ", BULK_WRITE: "BULK_WRITE", FAST_BULK_READ: "FAST_BULK_READ"}
+FAST_READ_MIN_FIRMWARE = 45
 
 # ----------------------------------------------------------------- status error byte
 ERR_ALERT = 0x80         # hardware error: read HARDWARE_ERROR_STATUS (overload, overheat, ...)
@@ -95,6 +98,7 @@ MIN_POSITION_LIMIT = Register("min_position_limit", 52, 4)
 TORQUE_ENABLE = Register("torque_enable", 64, 1)
 LED = Register("led", 65, 1)
 STATUS_RETURN_LEVEL = Register("status_return_level", 68, 1)
+REGISTERED_INSTRUCTION = Register("registered_instruction", 69, 1)   # 1 while a REG_WRITE waits
 HARDWARE_ERROR_STATUS = Register("hardware_error_status", 70, 1)
 PROFILE_VELOCITY = Register("profile_velocity", 112, 4)
 GOAL_POSITION = Register("goal_position", 116, 4, sign_bit=31)
@@ -108,10 +112,10 @@ PRESENT_TEMPERATURE = Register("present_temperature", 146, 1)
 REGISTERS = {r.name: r for r in (
     MODEL, FIRMWARE_VERSION, ID, BAUD_RATE, RETURN_DELAY, DRIVE_MODE, OPERATING_MODE, HOMING_OFFSET,
     MAX_POSITION_LIMIT, MIN_POSITION_LIMIT, TORQUE_ENABLE, LED, STATUS_RETURN_LEVEL,
-    HARDWARE_ERROR_STATUS, PROFILE_VELOCITY, GOAL_POSITION, MOVING, PRESENT_CURRENT,
+    REGISTERED_INSTRUCTION, HARDWARE_ERROR_STATUS, PROFILE_VELOCITY, GOAL_POSITION, MOVING, PRESENT_CURRENT,
     PRESENT_VELOCITY, PRESENT_POSITION, PRESENT_INPUT_VOLTAGE, PRESENT_TEMPERATURE)}
 EEPROM_END = TORQUE_ENABLE.address   # 0..63: writable only while torque is off
-READ_ONLY = (MODEL, FIRMWARE_VERSION, HARDWARE_ERROR_STATUS, MOVING, PRESENT_CURRENT, PRESENT_VELOCITY,
+READ_ONLY = (MODEL, FIRMWARE_VERSION, REGISTERED_INSTRUCTION, HARDWARE_ERROR_STATUS, MOVING, PRESENT_CURRENT, PRESENT_VELOCITY,
              PRESENT_POSITION, PRESENT_INPUT_VOLTAGE, PRESENT_TEMPERATURE)
 CONTROL_TABLE_SIZE = 147
 XL330_M288_MODEL = 1200
@@ -207,6 +211,10 @@ class Packet:
     code: int
     params: bytes
     status: bool = False
+    #: the parameter bytes as they came off the wire, before unstuffing: a fast read's combined
+    #: status packet is positional and goes out unstuffed (see `fast_status`), so it is split
+    #: from these bytes, never from `params`
+    wire: bytes = field(default=b"", compare=False, repr=False)
 
     def to_bytes(self) -> bytes:
         if self.status:
@@ -255,8 +263,99 @@ def sync_write(address: int, data_by_id: dict[int, bytes]) -> bytes:
     return build_packet(BROADCAST_ID, SYNC_WRITE, params)
 
 
+def reg_write(servo_id: int, address: int, data: bytes) -> bytes:
+    """REG_WRITE: the servo stores the write and applies it on ACTION (REGISTERED_INSTRUCTION = 1)."""
+    return build_packet(servo_id, REG_WRITE, address.to_bytes(2, "little") + bytes(data))
+
+
+def action(servo_id: int = BROADCAST_ID) -> bytes:
+    """ACTION: apply the registered write (broadcast: every servo at once, no replies)."""
+    return build_packet(servo_id, ACTION)
+
+
+def _bulk_read_params(requests: list[tuple[int, int, int]]) -> bytes:
+    ids = [sid for sid, _, _ in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"bulk read lists each servo once (the protocol's rule), got IDs {ids}")
+    params = bytearray()
+    for sid, address, length in requests:
+        params.append(sid)
+        params += address.to_bytes(2, "little") + length.to_bytes(2, "little")
+    return bytes(params)
+
+
+def bulk_read(requests: list[tuple[int, int, int]]) -> bytes:
+    """BULK_READ: per servo (ID, address, length) [ID, ADDR_L, ADDR_H, LEN_L, LEN_H]; each listed
+    servo answers with its own status packet, in the order listed."""
+    return build_packet(BROADCAST_ID, BULK_READ, _bulk_read_params(requests))
+
+
+def bulk_write(writes: list[tuple[int, int, bytes]]) -> bytes:
+    """BULK_WRITE: per servo (ID, address, data) [ID, ADDR_L, ADDR_H, LEN_L, LEN_H, DATA...];
+    no status packets."""
+    ids = [sid for sid, _, _ in writes]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"bulk write lists each servo once (the protocol's rule), got IDs {ids}")
+    params = bytearray()
+    for sid, address, data in writes:
+        params.append(sid)
+        params += address.to_bytes(2, "little") + len(data).to_bytes(2, "little") + bytes(data)
+    return build_packet(BROADCAST_ID, BULK_WRITE, params)
+
+
+def fast_sync_read(ids: list[int], address: int, length: int) -> bytes:
+    return build_packet(BROADCAST_ID, FAST_SYNC_READ,
+                        address.to_bytes(2, "little") + length.to_bytes(2, "little") + bytes(ids))
+
+
+def fast_bulk_read(requests: list[tuple[int, int, int]]) -> bytes:
+    return build_packet(BROADCAST_ID, FAST_BULK_READ, _bulk_read_params(requests))
+
+
 def status(servo_id: int, error: int = 0, params: bytes = b"") -> bytes:
     return build_packet(servo_id, STATUS, bytes([error]) + bytes(params))
+
+
+def fast_status(slots: list[tuple[int, int, bytes]], length: int | None = None) -> bytes:
+    """The one status packet that answers FAST_SYNC_READ / FAST_BULK_READ: slots (ID, error, data)
+    in the order requested, as the servos put it on the bus one after another:
+
+        FF FF FD 00 FE LEN_L LEN_H 55 | ERR1 ID1 DATA1 CRC | ERR2 ID2 DATA2 CRC | ... | ERRn IDn DATAn CRC
+
+    Each slot's CRC is the running CRC of the packet up to it, so the last one is the packet's
+    CRC. LEN = 1 + sum(4 + len(data)). The packet is positional and not byte-stuffed (the ROBOTIS
+    SDK reads it without unstuffing). `length` overrides LEN (the emulator's broken chain: the
+    first servo announces every requested slot, the packet stops at the first silent one)."""
+    if not slots:
+        raise ValueError("a fast read reply needs at least one servo")
+    length = 1 + sum(4 + len(d) for _, _, d in slots) if length is None else length
+    if length > MAX_LENGTH:
+        raise ValueError(f"fast read reply LEN {length} > {MAX_LENGTH}")
+    out = bytearray(HEADER + bytes([BROADCAST_ID]) + length.to_bytes(2, "little") + bytes([STATUS]))
+    for sid, err, data in slots:
+        out += bytes([err, sid]) + bytes(data)
+        out += crc16(out).to_bytes(2, "little")
+    return bytes(out)
+
+
+def split_fast_status(pkt: Packet, lengths: dict[int, int]) -> dict[int, tuple[int, bytes]]:
+    """Slots of a fast read's combined status packet: {ID: (error, data)}, data lengths from the
+    request (`lengths`: ID -> length, in request order). Raises ValueError when the packet does
+    not hold exactly those slots."""
+    if not (pkt.status and pkt.id == BROADCAST_ID):
+        raise ValueError(f"not a fast read reply (ID {pkt.id}, status={pkt.status})")
+    raw = bytes([pkt.code]) + (pkt.wire or pkt.params)       # ERR1 ID1 DATA1 CRC ERR2 ... DATAn
+    expected = sum(4 + n for n in lengths.values()) - 2
+    if len(raw) != expected:
+        raise ValueError(f"fast read reply holds {len(raw)} bytes, expected {expected} for "
+                         f"servos {list(lengths)}")
+    out, i = {}, 0
+    for sid, n in lengths.items():
+        if raw[i + 1] != sid:
+            raise ValueError(f"fast read reply slot {len(out)} is from servo {raw[i + 1]}, expected {sid}")
+        out[sid] = (raw[i], raw[i + 2:i + 2 + n])
+        i += n + 4
+    return out
 
 
 # ------------------------------------------------------------------------------- parser
@@ -292,11 +391,12 @@ class PacketParser(ResyncParser):
                 del self.bad_ids[:-64]
                 self._drop(1)
                 continue
-            body = unstuff(buf[7:total - 2], before=bytes(buf[5:7]))
+            wire = bytes(buf[7:total - 2])
+            body = unstuff(wire, before=bytes(buf[5:7]))
             del buf[:total]
             if body[0] == STATUS:
-                if len(body) < 2:
+                if len(body) < 2 or len(wire) < 2:
                     continue
-                yield Packet(id=sid, code=body[1], params=body[2:], status=True)
+                yield Packet(id=sid, code=body[1], params=body[2:], status=True, wire=wire[2:])
             else:
-                yield Packet(id=sid, code=body[0], params=body[1:])
+                yield Packet(id=sid, code=body[0], params=body[1:], wire=wire[1:])

@@ -7,7 +7,9 @@ fault injection and hidden horn mounting) with the wire side swapped: Protocol 2
 EEPROM that refuses writes while torque is on (access error), goal positions outside the
 position limits refused (data limit error), unknown instructions answered with an
 instruction error, and the homing offset added to the present position as the X-series
-firmware does.
+firmware does. Instructions answered: PING (also broadcast), READ, WRITE, REG_WRITE + ACTION,
+SYNC_READ / SYNC_WRITE, BULK_READ / BULK_WRITE, and FAST_SYNC_READ / FAST_BULK_READ (firmware
+v45+, as the emulated v52 XL330: one combined status packet, see `dynamixel.fast_status`).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class DynamixelArmEmulator(ArmEmulator):
         super().__init__(*args, **kwargs)
         self.parser = dxl.PacketParser()
         self.tables = {sid: bytearray(dxl.CONTROL_TABLE_SIZE) for sid in self.ids}
+        self.registered: dict[int, tuple[int, bytes]] = {}   # REG_WRITE waiting for ACTION
         for sid in self.ids:                  # factory-fresh XL330-M288, position control mode
             self._poke(sid, dxl.MODEL, dxl.XL330_M288_MODEL)
             self._poke(sid, dxl.FIRMWARE_VERSION, 52)
@@ -54,10 +57,15 @@ class DynamixelArmEmulator(ArmEmulator):
         if pkt.status:                                  # another device's reply: not for us
             return []
         p = pkt.params
-        if pkt.id == dxl.BROADCAST_ID and pkt.code == dxl.SYNC_READ and len(p) >= 4:
+        if pkt.id == dxl.BROADCAST_ID and pkt.code in (dxl.SYNC_READ, dxl.FAST_SYNC_READ) and len(p) >= 4:
             addr, length = int.from_bytes(p[0:2], "little"), int.from_bytes(p[2:4], "little")
-            return [dxl.status(sid, self._error(sid), self._read_table(sid, addr, length))
-                    for sid in p[4:] if self._alive(sid)]      # each listed servo, in order
+            return self._group_read([(sid, addr, length) for sid in p[4:]], pkt.code == dxl.FAST_SYNC_READ)
+        if pkt.id == dxl.BROADCAST_ID and pkt.code in (dxl.BULK_READ, dxl.FAST_BULK_READ):
+            if not p or len(p) % 5:                     # malformed: no servo finds its entry
+                return []
+            requests = [(p[k], int.from_bytes(p[k + 1:k + 3], "little"), int.from_bytes(p[k + 3:k + 5], "little"))
+                        for k in range(0, len(p), 5)]
+            return self._group_read(requests, pkt.code == dxl.FAST_BULK_READ)
         if pkt.id == dxl.BROADCAST_ID and pkt.code == dxl.SYNC_WRITE and len(p) >= 4:
             addr, length = int.from_bytes(p[0:2], "little"), int.from_bytes(p[2:4], "little")
             body = p[4:]
@@ -65,6 +73,11 @@ class DynamixelArmEmulator(ArmEmulator):
                 sid = body[k]
                 if self._alive(sid):
                     self._write_table(sid, addr, body[k + 1:k + 1 + length])
+            return []
+        if pkt.id == dxl.BROADCAST_ID and pkt.code == dxl.BULK_WRITE:
+            for sid, addr, data in self._bulk_write_entries(p):
+                if self._alive(sid):
+                    self._write_table(sid, addr, data)  # errors go unreported: no status packets
             return []
         broadcast = pkt.id == dxl.BROADCAST_ID
         targets = list(self.tables) if broadcast else [pkt.id]
@@ -81,18 +94,86 @@ class DynamixelArmEmulator(ArmEmulator):
                     replies.append(dxl.status(sid, err | dxl.ERR_DATA_LENGTH))
                     continue
                 addr, length = int.from_bytes(p[0:2], "little"), int.from_bytes(p[2:4], "little")
-                replies.append(dxl.status(sid, err, self._read_table(sid, addr, length)))
+                replies.append(self._read_status(sid, err, addr, length))
             elif pkt.code == dxl.WRITE:
                 if len(p) < 3:
                     replies.append(dxl.status(sid, err | dxl.ERR_DATA_LENGTH))
                     continue
                 code = self._write_table(sid, int.from_bytes(p[0:2], "little"), p[2:])
                 replies.append(dxl.status(sid, err | code))
+            elif pkt.code == dxl.REG_WRITE:
+                if len(p) < 3:
+                    replies.append(dxl.status(sid, err | dxl.ERR_DATA_LENGTH))
+                    continue
+                addr = int.from_bytes(p[0:2], "little")
+                if addr + len(p) - 2 > dxl.CONTROL_TABLE_SIZE:
+                    replies.append(dxl.status(sid, err | dxl.ERR_ACCESS))
+                    continue
+                self.registered[sid] = (addr, bytes(p[2:]))     # held until ACTION
+                self.tables[sid][dxl.REGISTERED_INSTRUCTION.address] = 1
+                replies.append(dxl.status(sid, err))
+            elif pkt.code == dxl.ACTION:
+                pending = self.registered.pop(sid, None)
+                self.tables[sid][dxl.REGISTERED_INSTRUCTION.address] = 0
+                code = self._write_table(sid, *pending) if pending else 0
+                replies.append(dxl.status(sid, err | code))
             else:
                 replies.append(dxl.status(sid, err | dxl.ERR_INSTRUCTION))
         if broadcast and pkt.code != dxl.PING:
             return []                                   # broadcasts are never acknowledged
         return replies
+
+    def _group_read(self, requests: list[tuple[int, int, int]], fast: bool) -> list[bytes]:
+        """(Fast) sync / bulk read. Plain: each listed servo sends its own status packet, in the
+        order listed (each waits for the one before it). Fast (FAST_SYNC_READ / FAST_BULK_READ,
+        firmware v45+): one combined packet, each servo appending its slot; a silent servo
+        breaks the chain, so the packet stops there and the host sees it incomplete."""
+        wanted, seen = [], set()
+        for sid, addr, length in requests:
+            if sid not in seen:                         # a servo answers its first entry only
+                seen.add(sid)
+                wanted.append((sid, addr, length))
+        answering = []
+        for sid, addr, length in wanted:
+            fast_ok = self._alive(sid) and (
+                not fast or self._peek(sid, dxl.FIRMWARE_VERSION) >= dxl.FAST_READ_MIN_FIRMWARE)
+            if not fast_ok:                             # silent, no such ID, or no fast read
+                if fast:
+                    break                               # the chain stops at this servo
+                continue
+            answering.append((sid, addr, length))
+        if not fast:
+            return [self._read_status(sid, self._error(sid), addr, length) for sid, addr, length in answering]
+        full = 1 + sum(4 + length for _, _, length in wanted)
+        if not answering or full > dxl.MAX_LENGTH:
+            return []
+        slots = [(sid, self._error(sid), self._read_table(sid, addr, length)) for sid, addr, length in answering]
+        return [dxl.fast_status(slots, length=full)]   # shorter than LEN when the chain broke
+
+    def _read_status(self, sid: int, err: int, addr: int, length: int) -> bytes:
+        """The status packet answering a read, or a data length error when the data asked for
+        cannot fit one status packet."""
+        if length + 4 > dxl.MAX_LENGTH:
+            return dxl.status(sid, err | dxl.ERR_DATA_LENGTH)
+        try:
+            return dxl.status(sid, err, self._read_table(sid, addr, length))
+        except ValueError:                              # stuffing pushed it past MAX_LENGTH
+            return dxl.status(sid, err | dxl.ERR_DATA_LENGTH)
+
+    @staticmethod
+    def _bulk_write_entries(p: bytes) -> list[tuple[int, int, bytes]]:
+        """(ID, address, data) of a BULK_WRITE, or none at all when the parameters do not parse
+        (a servo cannot trust its entry in a packet whose layout is broken)."""
+        entries, k = [], 0
+        while k < len(p):
+            if k + 5 > len(p):
+                return []
+            sid, addr, length = p[k], int.from_bytes(p[k + 1:k + 3], "little"), int.from_bytes(p[k + 3:k + 5], "little")
+            if length == 0 or k + 5 + length > len(p):
+                return []
+            entries.append((sid, addr, bytes(p[k + 5:k + 5 + length])))
+            k += 5 + length
+        return entries
 
     # ---------------------------------------------------------------- control table
     def _poke(self, sid: int, reg, value: int) -> None:

@@ -3,8 +3,8 @@
 Why: the driver stack (bus, calibration, arm, env) must be exercised with the real bytes and
 real timing without hardware. Two threads: the *wire* thread parses instruction packets from
 the pty and answers like the servos would (per-servo control table, sync read answered by
-each listed servo in order, sync write unacknowledged); the *physics* thread advances a plant
-in real time toward the goal positions. The plant is the MuJoCo `ArmSim` when available (so a
+each listed servo in order, sync write unacknowledged, REG WRITE held until ACTION); the
+*physics* thread advances a plant in real time toward the goal positions. The plant is the MuJoCo `ArmSim` when available (so a
 policy moving the "real" arm sees physically sensible motion) or a first-order servo model.
 
 Each servo's horn "mounting" (zero offset, direction) is the emulator's hidden truth:
@@ -168,6 +168,7 @@ class ArmEmulator(EmulatorThreads):
         self.torque = np.zeros(n, dtype=bool)
         self._snap = (self.goal.copy(), np.zeros(n), np.zeros(n))
         self.parser = ft.PacketParser()
+        self.registered: dict[int, tuple[int, bytes]] = {}   # REG_WRITE waiting for ACTION
         self.packets_handled = 0
         self._init_threads()
         self.physics_overruns = 0
@@ -267,6 +268,14 @@ class ArmEmulator(EmulatorThreads):
                 reply = ft.status(sid, self._error(sid), self._read_table(sid, p[0], p[1]))
             elif pkt.code == ft.WRITE and len(p) >= 2:
                 self._write_table(sid, p[0], p[1:])
+                reply = ft.status(sid, self._error(sid))
+            elif pkt.code == ft.REG_WRITE and len(p) >= 2:
+                self.registered[sid] = (p[0], bytes(p[1:]))    # held until ACTION
+                reply = ft.status(sid, self._error(sid))
+            elif pkt.code == ft.ACTION and not p:
+                pending = self.registered.pop(sid, None)
+                if pending:
+                    self._write_table(sid, *pending)
                 reply = ft.status(sid, self._error(sid))
             else:
                 return []                          # unknown instruction: real servos ignore it

@@ -171,6 +171,16 @@ def write(servo_id: int, address: int, data: bytes) -> bytes:
     return build_packet(servo_id, WRITE, bytes([address]) + bytes(data))
 
 
+def reg_write(servo_id: int, address: int, data: bytes) -> bytes:
+    """REG WRITE: the servo stores the write and applies it on ACTION."""
+    return build_packet(servo_id, REG_WRITE, bytes([address]) + bytes(data))
+
+
+def action(servo_id: int = BROADCAST_ID) -> bytes:
+    """ACTION: apply the registered write (broadcast: every servo at once, no replies)."""
+    return build_packet(servo_id, ACTION)
+
+
 def sync_read(ids: list[int], address: int, length: int) -> bytes:
     return build_packet(BROADCAST_ID, SYNC_READ, bytes([address, length, *ids]))
 

@@ -97,7 +97,7 @@ class ServoBus:
         if self._closed:
             raise DeviceError(f"servo bus {self.port!r} is closed; open a new ServoBus")
 
-    def _transact(self, packet: bytes, expect_ids: list[int], what: str) -> dict:
+    def _transact(self, packet: bytes, expect_ids: list[int], what: str, check_status: bool = True) -> dict:
         """Send `packet`, collect one status packet per ID in `expect_ids`, retrying."""
         self.stats["transactions"] += 1
         got: dict = {}                       # servo ID -> status packet
@@ -134,13 +134,38 @@ class ServoBus:
                 f"{what}: servo ID(s) {silent} on {self.port} did not answer within "
                 f"{self.timeout * 1e3:.0f} ms ({tries} attempts){also}. Check that the servo is "
                 "powered, its ID, and the daisy-chain cable to it.", silent)
-        for sid, pkt in got.items():
-            if self.proto.fatal_error(pkt.code):
-                raise ServoStatusError(
-                    f"{what}: servo {sid} on {self.port} reports error 0x{pkt.code:02x} "
-                    f"({self.proto.describe_error(pkt.code)}). Reduce load / let it cool / check supply, "
-                    "then re-enable torque.")
+        if check_status:
+            for sid, pkt in got.items():
+                self._check_status(sid, pkt.code, what)
         return got
+
+    def _check_status(self, sid: int, err: int, what: str) -> None:
+        if self.proto.fatal_error(err):
+            raise ServoStatusError(
+                f"{what}: servo {sid} on {self.port} reports error 0x{err:02x} "
+                f"({self.proto.describe_error(err)}). Reduce load / let it cool / check supply, "
+                "then re-enable torque.")
+
+    def _needs(self, name: str, what: str):
+        """The protocol module's packet builder `name`, or a DeviceError saying it has none."""
+        builder = getattr(self.proto, name, None)
+        if builder is None:
+            raise DeviceError(f"{what}: {self.proto.NAME} has no such instruction; use sync_read / "
+                              "sync_write, which every supported protocol has.")
+        return builder
+
+    def _send_only(self, packet: bytes) -> None:
+        self._check_open()
+        try:
+            self.ser.write(packet)
+        except IO_ERRORS as exc:
+            raise self._disconnected(exc) from None
+
+    def _decode(self, sid: int, params: bytes, reg: ft.Register, what: str) -> int:
+        if len(params) != reg.size:
+            raise DeviceError(f"{what}: servo {sid} returned {len(params)} bytes for {reg.name}, "
+                              f"expected {reg.size}; is it a {self.proto.SERIES} servo?")
+        return self.proto.decode_value(params, reg.sign_bit)
 
     # ------------------------------------------------------------------------ commands
     def ping(self, servo_id: int) -> bool:
@@ -202,6 +227,74 @@ class ServoBus:
             self.ser.write(self.proto.sync_write(reg.address, data))
         except IO_ERRORS as exc:
             raise self._disconnected(exc) from None
+
+    def bulk_read(self, reads: dict[int, ft.Register]) -> dict[int, int]:
+        """One BULK_READ of a different register per servo (Dynamixel Protocol 2.0): each servo
+        answers with its own status packet, in the order given. Same retries and errors as
+        `sync_read` (timeouts and bad checksums name the servo IDs)."""
+        what = "bulk read " + ", ".join(f"{r.name} of {sid}" for sid, r in reads.items())
+        build = self._needs("bulk_read", "bulk read")
+        ids = list(reads)
+        got = self._transact(build([(sid, r.address, r.size) for sid, r in reads.items()]), ids, what)
+        return {sid: self._decode(sid, got[sid].params, reads[sid], what) for sid in ids}
+
+    def bulk_write(self, writes: dict[int, tuple[ft.Register, int]]) -> None:
+        """One unacknowledged BULK_WRITE of a different register per servo (Protocol 2.0)."""
+        build = self._needs("bulk_write", "bulk write")
+        self._send_only(build([(sid, reg.address, self.proto.encode_value(v, reg.size, reg.sign_bit))
+                               for sid, (reg, v) in writes.items()]))
+
+    def fast_sync_read(self, ids: list[int], reg: ft.Register) -> dict[int, int]:
+        """FAST_SYNC_READ (X-series firmware v45+): the servos answer with one combined status
+        packet, so the host waits for one reply instead of one per servo. A servo that does not
+        answer breaks the chain for every servo after it: the error names all requested IDs."""
+        return self._fast_read("fast_sync_read", (list(ids), reg.address, reg.size),
+                               {sid: reg for sid in ids}, f"fast sync read {reg.name}")
+
+    def fast_bulk_read(self, reads: dict[int, ft.Register]) -> dict[int, int]:
+        """FAST_BULK_READ (X-series firmware v45+): a different register per servo, one reply."""
+        what = "fast bulk read " + ", ".join(f"{r.name} of {sid}" for sid, r in reads.items())
+        return self._fast_read("fast_bulk_read", ([(sid, r.address, r.size) for sid, r in reads.items()],),
+                               dict(reads), what)
+
+    def _fast_read(self, name: str, args: tuple, regs: dict[int, ft.Register], what: str) -> dict[int, int]:
+        build = self._needs(name, what)
+        ids = list(regs)
+        try:
+            got = self._transact(build(*args), [self.proto.BROADCAST_ID], what, check_status=False)
+        except ServoTimeoutError:
+            raise ServoTimeoutError(
+                f"{what}: no complete combined reply from servo ID(s) {ids} on {self.port} within "
+                f"{self.timeout * 1e3:.0f} ms ({self.retries + 1} attempts). One silent servo (or "
+                "one with firmware older than v45) cuts off every servo after it; check power, "
+                "IDs and cables, or fall back to sync_read.", ids) from None
+        except ServoChecksumError:
+            raise ServoChecksumError(
+                f"{what}: the combined reply from servo ID(s) {ids} on {self.port} failed its CRC on "
+                f"{self.retries + 1} attempts. Check the baud rate, the cable and the servo power "
+                "supply (noise on the data line).", ids) from None
+        try:
+            slots = self.proto.split_fast_status(got[self.proto.BROADCAST_ID],
+                                                 {sid: r.size for sid, r in regs.items()})
+        except ValueError as exc:
+            raise DeviceError(f"{what} on {self.port}: malformed combined reply ({exc})") from None
+        for sid, (err, _) in slots.items():
+            self._check_status(sid, err, what)
+        return {sid: self._decode(sid, slots[sid][1], regs[sid], what) for sid in ids}
+
+    def reg_write(self, servo_id: int, reg: ft.Register, value: int) -> None:
+        """REG_WRITE: the servo acknowledges and holds the write until `action()`."""
+        self._transact(self.proto.reg_write(servo_id, reg.address,
+                                            self.proto.encode_value(value, reg.size, reg.sign_bit)),
+                       [servo_id], f"reg write {reg.name}={value} to servo {servo_id}")
+
+    def action(self, servo_id: int | None = None) -> None:
+        """ACTION: apply registered writes; by default broadcast (every servo at once, no reply),
+        else to one servo, which acknowledges (its status carries the write's error)."""
+        if servo_id is None:
+            self._send_only(self.proto.action(self.proto.BROADCAST_ID))
+            return
+        self._transact(self.proto.action(servo_id), [servo_id], f"action on servo {servo_id}")
 
     def broadcast_write(self, reg: ft.Register, value: int) -> None:
         """WRITE to ID 0xFE: every servo applies it at once and none answers (the e-stop path:

@@ -14,7 +14,7 @@ from robolearn.drivers.emulator_arm import DEFAULT_LOWER, DEFAULT_NAMES, DEFAULT
 from robolearn.drivers.ptylink import Faults
 from robolearn.drivers.real import bus_protocol
 from robolearn.drivers.servo_bus import ServoBus, ServoChecksumError, ServoStatusError, ServoTimeoutError
-from robolearn.errors import ConfigError
+from robolearn.errors import ConfigError, DeviceError
 from robolearn.robot import ArmSpec
 
 IDS = [1, 2, 3, 4, 5, 6]
@@ -218,3 +218,111 @@ def test_cli_emulate_arm_protocol_dynamixel(tmp_path):
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "emulate", "car", "--protocol", "dynamixel"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--protocol" in r.stderr
+
+
+# ------------------------------------------- bulk, fast and registered instructions
+def test_bulk_packets_match_the_e_manual_examples():
+    # e-Manual "Bulk Read": voltage (144, 2 bytes) of ID 1, temperature (146, 1 byte) of ID 2
+    assert dxl.bulk_read([(1, 144, 2), (2, 146, 1)]) == bytes.fromhex("fffffd00fe0d009201900002000292000100 1a05".replace(" ", ""))
+    assert dxl.status(1, 0, b"\x77\x00") == bytes.fromhex("fffffd000106005500 7700c369".replace(" ", ""))
+    assert dxl.status(2, 0, b"\x24") == bytes.fromhex("fffffd00020500550024 8ba9".replace(" ", ""))
+    # e-Manual "Bulk Write": 160 to max voltage limit (32, 2 bytes) of ID 1, 80 to temperature limit (31) of ID 2
+    assert dxl.bulk_write([(1, 32, b"\xa0\x00"), (2, 31, b"\x50")]) == \
+        bytes.fromhex("fffffd00fe1000930120000200a000021f00010050b768")
+    with pytest.raises(ValueError, match="once"):
+        dxl.bulk_read([(1, 132, 4), (1, 144, 2)])
+
+
+def test_fast_status_is_positional_unstuffed_and_splits_back():
+    slots = [(1, 0, b"\xff\xff\xfd\x00"), (2, dxl.ERR_ALERT, b"\x01\x02"), (3, 0, b"\xfd\xfd\x00\x00")]
+    pkt_bytes = dxl.fast_status(slots)
+    assert int.from_bytes(pkt_bytes[5:7], "little") == 1 + (4 + 4) + (4 + 2) + (4 + 4)
+    assert b"\xff\xff\xfd\x00" in pkt_bytes[8:]                       # not stuffed
+    i = 8 + 2 + 4                                                     # slot 1's running CRC
+    assert pkt_bytes[i:i + 2] == dxl.crc16(pkt_bytes[:i]).to_bytes(2, "little")
+    (pkt,) = dxl.PacketParser().feed(pkt_bytes)
+    assert pkt.id == dxl.BROADCAST_ID and pkt.status
+    assert dxl.split_fast_status(pkt, {1: 4, 2: 2, 3: 4}) == {1: (0, b"\xff\xff\xfd\x00"),
+                                                              2: (dxl.ERR_ALERT, b"\x01\x02"),
+                                                              3: (0, b"\xfd\xfd\x00\x00")}
+    with pytest.raises(ValueError, match="expected"):
+        dxl.split_fast_status(pkt, {1: 4, 2: 2})
+    with pytest.raises(ValueError, match="servo 2, expected 3"):
+        dxl.split_fast_status(pkt, {1: 4, 3: 2, 2: 4})
+
+
+def test_driver_bulk_read_and_write(emu, bus):
+    reads = {1: dxl.PRESENT_POSITION, 3: dxl.PRESENT_INPUT_VOLTAGE, 6: dxl.MODEL}
+    got = bus.bulk_read(reads)
+    assert got[3] == 50 and got[6] == dxl.XL330_M288_MODEL
+    assert got[1] == bus.read_register(1, dxl.PRESENT_POSITION)
+    bus.bulk_write({2: (dxl.LED, 1), 4: (dxl.PROFILE_VELOCITY, 123), 5: (dxl.HOMING_OFFSET, -7)})
+    assert bus.bulk_read({2: dxl.LED, 4: dxl.PROFILE_VELOCITY, 5: dxl.HOMING_OFFSET}) == {2: 1, 4: 123, 5: -7}
+    assert bus.fast_sync_read(IDS, dxl.PRESENT_POSITION) == bus.read_positions(IDS)
+    assert bus.fast_bulk_read({2: dxl.LED, 4: dxl.PROFILE_VELOCITY, 5: dxl.HOMING_OFFSET}) == {2: 1, 4: 123, 5: -7}
+
+
+def test_driver_bulk_and_fast_reads_report_silence_corruption_and_errors(emu, bus):
+    emu.faults.silent_ids.add(4)
+    with pytest.raises(ServoTimeoutError, match=r"\[4\]") as e:
+        bus.bulk_read({1: dxl.PRESENT_POSITION, 4: dxl.LED, 5: dxl.MODEL})
+    assert e.value.ids == [4]
+    t0 = time.monotonic()
+    with pytest.raises(ServoTimeoutError, match="cuts off every servo after it") as e:
+        bus.fast_sync_read(IDS, dxl.PRESENT_POSITION)
+    assert e.value.ids == IDS and time.monotonic() - t0 < 3 * 0.05 + 0.5
+    assert bus.fast_sync_read([1, 2, 3], dxl.PRESENT_POSITION).keys() == {1, 2, 3}  # before the gap
+    emu.faults.silent_ids.clear()
+    emu.faults.status_errors[3] = dxl.ERR_ALERT
+    with pytest.raises(ServoStatusError, match="servo 3 .*hardware alert"):
+        bus.bulk_read({1: dxl.LED, 3: dxl.LED})
+    with pytest.raises(ServoStatusError, match="servo 3 .*hardware alert"):
+        bus.fast_sync_read(IDS, dxl.LED)
+    emu.faults.status_errors.clear()
+    emu.faults.corrupt_rate = 1.0
+    with pytest.raises(ServoChecksumError) as e:
+        bus.bulk_read({1: dxl.LED, 2: dxl.LED})
+    assert e.value.ids == [1, 2]
+    with pytest.raises(ServoChecksumError, match="failed its CRC") as e:
+        bus.fast_bulk_read({1: dxl.LED, 2: dxl.MODEL})
+    assert e.value.ids == [1, 2]
+
+
+def test_driver_reg_write_then_action(emu, bus):
+    bus.set_torque([2, 3], True)
+    start = bus.read_positions([2, 3])
+    mids = {c.id: (c.min + c.max) // 2 for c in emu.calibration.servos.values()}
+    goals = {sid: t + (60 if t < mids[sid] else -60) for sid, t in start.items()}
+    for sid, g in goals.items():
+        bus.reg_write(sid, dxl.GOAL_POSITION, g)
+        assert bus.read_register(sid, dxl.REGISTERED_INSTRUCTION) == 1
+    time.sleep(0.1)
+    assert all(abs(v - start[s]) <= 2 for s, v in bus.read_positions([2, 3]).items())
+    bus.action(2)                                        # one servo, acknowledged
+    bus.action()                                         # the rest, broadcast
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        now = bus.read_positions([2, 3])
+        if all(abs(now[s] - goals[s]) <= 2 for s in goals):
+            break
+        time.sleep(0.02)
+    assert all(abs(now[s] - goals[s]) <= 2 for s in goals), (now, goals)
+    assert bus.read_register(3, dxl.REGISTERED_INSTRUCTION) == 0
+    bus.set_limits(4, 1000, 3000)                        # a registered write the servo refuses
+    bus.reg_write(4, dxl.GOAL_POSITION, 3500)
+    with pytest.raises(ServoStatusError, match="data limit"):
+        bus.action(4)
+
+
+def test_feetech_bus_has_no_bulk_or_fast_read():
+    from robolearn.drivers import feetech as ft
+    from robolearn.drivers.emulator_arm import ArmEmulator
+    with ArmEmulator(plant=make_plant("first_order")) as e:
+        b = ServoBus(e.path, timeout=0.05)
+        try:
+            with pytest.raises(DeviceError, match="Feetech STS/SCS has no such instruction"):
+                b.bulk_read({1: ft.PRESENT_POSITION})
+            with pytest.raises(DeviceError, match="no such instruction"):
+                b.fast_sync_read([1], ft.PRESENT_POSITION)
+        finally:
+            b.close()

@@ -86,3 +86,58 @@ def test_a_flipped_byte_is_rejected_or_counted(pkt, pos, flip):
     # CRC-16 catches every single-byte error: the corrupted packet never decodes (it is dropped,
     # or counted as a bad checksum), so a corrupted command can never reach a servo as valid
     assert original not in got
+
+
+# every instruction the emulator answers, with parameters of any length and content, biased
+# toward the group instructions whose per-servo entries are easiest to get wrong
+_EMU = None
+
+
+def _emulator():
+    global _EMU
+    if _EMU is None:
+        from robolearn.drivers.dynamixel_emulator import DynamixelArmEmulator
+        from robolearn.drivers.emulator_arm import make_plant
+        _EMU = DynamixelArmEmulator(plant=make_plant("first_order"))   # not started: _handle only
+    return _EMU
+
+
+def teardown_module():
+    if _EMU is not None:
+        _EMU.close()
+
+
+group_params = st.lists(st.sampled_from([1, 2, 6, 9, 0xFE, 0, 4, 0x84, 0xFF]) | st.integers(0, 255),
+                        max_size=40).map(bytes)
+
+
+@FAST
+@given(st.sampled_from([0, 1, 6, 9, dxl.BROADCAST_ID]),
+       st.sampled_from(sorted(set(dxl.INSTRUCTIONS) - {dxl.STATUS})) | st.integers(0, 255), group_params)
+def test_emulator_answers_any_instruction_with_well_formed_replies(sid, inst, params):
+    emu = _emulator()
+    replies = emu._handle(dxl.Packet(sid, inst, params))
+    for r in replies:
+        (pkt,) = dxl.PacketParser().feed(r) if len(r) == 7 + int.from_bytes(r[5:7], "little") else (None,)
+        if pkt is None:                                    # only a fast read's broken chain is short
+            assert inst in (dxl.FAST_SYNC_READ, dxl.FAST_BULK_READ)
+            continue
+        assert pkt.status
+        if pkt.id == dxl.BROADCAST_ID:                     # a fast read's combined reply
+            assert inst in (dxl.FAST_SYNC_READ, dxl.FAST_BULK_READ) and sid == dxl.BROADCAST_ID
+        else:
+            assert pkt.id in emu.tables
+    if sid == dxl.BROADCAST_ID and inst not in (dxl.PING, dxl.SYNC_READ, dxl.BULK_READ,
+                                                dxl.FAST_SYNC_READ, dxl.FAST_BULK_READ):
+        assert replies == []                               # other broadcasts are never answered
+
+
+def test_emulator_refuses_reads_too_long_for_a_status_packet():
+    emu = _emulator()
+    for inst, params in [(dxl.READ, b"\x84\x00\xff\xff"), (dxl.SYNC_READ, b"\x84\x00\xff\xff\x01"),
+                         (dxl.BULK_READ, b"\x01\x84\x00\xff\xff")]:
+        sid = 1 if inst == dxl.READ else dxl.BROADCAST_ID
+        (reply,) = emu._handle(dxl.Packet(sid, inst, params))
+        (pkt,) = dxl.PacketParser().feed(reply)
+        assert (pkt.id, pkt.code, pkt.params) == (1, dxl.ERR_DATA_LENGTH, b"")
+    assert emu._handle(dxl.Packet(dxl.BROADCAST_ID, dxl.FAST_SYNC_READ, b"\x84\x00\xff\xff\x01")) == []

@@ -162,3 +162,85 @@ def test_our_sync_write_bytes_are_what_the_sdk_sends(emu, sdk):
     assert sent[3] == ft.read(1, ft.PRESENT_POSITION.address, 2)
     assert sent[4] == ft.write(2, ft.TORQUE_ENABLE.address, b"\x01")
     assert sent[5] == ft.sync_read([1, 3], ft.PRESENT_POSITION.address, 4)
+
+
+def _goals_off_start(emu, bus, ids, step=60):
+    start = bus.read_positions(ids)
+    mids = {c.id: (c.min + c.max) // 2 for c in emu.calibration.servos.values()}
+    return start, {sid: t + (step if t < mids[sid] else -step) for sid, t in start.items()}
+
+
+def _wait_at(bus, goals, timeout=2.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = bus.read_positions(list(goals))
+        if all(abs(now[s] - goals[s]) <= 2 for s in goals):
+            break
+        time.sleep(0.02)
+    return now
+
+
+def test_sdk_reg_write_waits_for_action(emu, sdk):
+    """REG WRITE (0x04) is acknowledged and held; ACTION (0x05) applies it, broadcast to every
+    servo at once (no replies) or to one servo (which answers, as the SDK's action() expects)."""
+    port, ph = sdk
+    sent = []
+    real_write = port.writePort
+    port.writePort = lambda pkt: (sent.append(bytes(pkt)), real_write(pkt))[1]
+    bus = ServoBus(emu.path, timeout=0.05)
+    try:
+        ids = [2, 4, 6]
+        bus.set_torque(ids, True)
+        start, goals = _goals_off_start(emu, bus, ids)
+        for sid in ids:
+            _ok(ph, *ph.regWriteTxRx(port, sid, ft.GOAL_POSITION.address, 2,
+                                      [scs.SCS_LOBYTE(goals[sid]), scs.SCS_HIBYTE(goals[sid])]))
+        assert sent[0] == ft.reg_write(2, ft.GOAL_POSITION.address, ft.encode_value(goals[2], 2, 15))
+        time.sleep(0.15)
+        assert all(abs(v - start[s]) <= 2 for s, v in bus.read_positions(ids).items())   # held
+        assert [bus.read_register(s, ft.GOAL_POSITION) for s in ids] != [goals[s] for s in ids]
+        assert ph.action(port, 2) == scs.COMM_SUCCESS                 # unicast: acknowledged
+        assert sent[-1] == ft.action(2)
+        now = _wait_at(bus, {2: goals[2]})
+        assert abs(now[2] - goals[2]) <= 2
+        assert all(abs(bus.read_positions([s])[s] - start[s]) <= 2 for s in (4, 6))
+        assert ph.action(port, scs.BROADCAST_ID) == scs.COMM_SUCCESS  # broadcast: the rest
+        assert sent[-1] == ft.action()
+        now = _wait_at(bus, goals)
+        assert all(abs(now[s] - goals[s]) <= 2 for s in ids), (now, goals)
+    finally:
+        bus.close()
+
+
+def test_our_reg_write_and_action_move_what_the_sdk_reads(emu, sdk):
+    port, ph = sdk
+    bus = ServoBus(emu.path, timeout=0.05)
+    try:
+        ids = [1, 3]
+        bus.set_torque(ids, True)
+        start, goals = _goals_off_start(emu, bus, ids)
+        for sid, g in goals.items():
+            bus.reg_write(sid, ft.GOAL_POSITION, g)
+        time.sleep(0.1)
+        assert all(abs(v - start[s]) <= 2 for s, v in bus.read_positions(ids).items())
+        bus.action()
+        _wait_at(bus, goals)
+    finally:
+        bus.close()
+    group = scs.GroupSyncRead(port, ph, ft.PRESENT_POSITION.address, 2)
+    for sid in ids:
+        assert group.addParam(sid)
+    assert group.txRxPacket() == scs.COMM_SUCCESS
+    assert all(abs(group.getData(s, ft.PRESENT_POSITION.address, 2) - goals[s]) <= 2 for s in ids)
+
+
+def test_sdk_sync_read_of_a_silent_servo_fails_and_the_rest_still_answer(emu, sdk):
+    port, ph = sdk
+    emu.faults.silent_ids.add(4)
+    group = scs.GroupSyncRead(port, ph, ft.PRESENT_POSITION.address, 2)
+    for sid in IDS:
+        assert group.addParam(sid)
+    assert group.txRxPacket() != scs.COMM_SUCCESS
+    emu.faults.silent_ids.clear()
+    assert group.txRxPacket() == scs.COMM_SUCCESS
+    assert all(group.isAvailable(s, ft.PRESENT_POSITION.address, 2) for s in IDS)
