@@ -49,6 +49,7 @@ from robolearn.policies.trainer_hooks import TrainerHooks, reset_record
 from robolearn.policies.run_summary import finished_summary, interrupted_summary
 from robolearn.policies.trainer_state import restore_trainer, save_trainer_checkpoint
 from robolearn.reset_report import ResetStats
+from robolearn.run_lock import lock_folder
 
 
 
@@ -163,6 +164,9 @@ class Trainer:
         """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
         Returns the summary (also written to summary.json when the run completes)."""
         cfg, hooks = self.cfg, self.hooks
+        if getattr(self, "_lock", None) is None:  # one writer per run folder, for the whole run
+            self._lock = lock_folder(self.dir, what="run folder",
+                                     busy_hint="wait for that run to end, or choose another --out")
         if self.env_steps == 0 and self._resumed_from is None:
             clear_earlier_run(self.dir, cfg.overwrite)
         try:
@@ -439,6 +443,10 @@ class Trainer:
         return finished_summary(self)
 
     def close(self):
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+            self._lock = None
         for env in (self.env, self._eval_env):
             if env is not None:
                 env.close()
