@@ -410,7 +410,21 @@ class Trainer:
                build: Callable[[TrainConfig, dict], "Trainer"] | None = None) -> "Trainer":
         """Rebuild a run from its latest checkpoint; `steps` may extend the total budget.
         `build(cfg, state)` makes the trainer with its hooks (robolearn.compose.training does;
-        default: a plain `Trainer`)."""
+        default: a plain `Trainer`). The run folder is locked first: a run still training
+        there refuses the resume (its checkpoints may change under us)."""
+        lock = (lock_folder(run_dir, what="run folder",
+                            busy_hint="wait for that run to end before resuming it")
+                if Path(run_dir).is_dir() else None)
+        try:
+            self = cls._resume(run_dir, steps, progress, video, build, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return self
+
+    @classmethod
+    def _resume(cls, run_dir, steps, progress, video, build, lock) -> "Trainer":
         ckpt = find_checkpoint(run_dir)
         state = read_json_file(ckpt / "trainer.json")
         train = dict(state["train"])
@@ -425,6 +439,7 @@ class Trainer:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
         state["_checkpoint"] = ckpt  # for hooks that load their own files (not saved again)
         self = build(cfg, state) if build is not None else cls(cfg, _resumed_state=state)
+        self._lock = lock
         if self.hooks.kind != cfg.resets:
             self.close()
             raise ConfigError(f"checkpoint {ckpt} is of a resets={cfg.resets!r} run: resume it with "
