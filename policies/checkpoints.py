@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from robolearn.errors import DatasetError
+from robolearn.run_lock import no_space_message
 from robolearn.policies.env_building import make_env
 from robolearn.policies.serialize import save_state
 from robolearn.policies.train_config import config_from_dict
@@ -59,6 +60,7 @@ def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: di
     folder, swap it in, then atomically point root/latest.json at it and remove older ones: a
     kill at any moment leaves the previous checkpoint usable. Shared by `train` and the
     async learner so `robolearn eval` and resume read one layout."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     name = f"step_{env_steps:09d}"
@@ -81,7 +83,8 @@ def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: di
         os.replace(tmp, final)
         ptr.write_text(json.dumps({"checkpoint": name, "env_steps": env_steps}))
         os.replace(ptr, root / LATEST)
-    except OSError as exc:  # disk full, read-only, quota: keep the previous checkpoint intact
+    except (OSError, SafetensorError) as exc:  # disk full, read-only, quota (safetensors
+        # reports a failed write as its own error): keep the previous checkpoint intact
         shutil.rmtree(tmp, ignore_errors=True)
         ptr.unlink(missing_ok=True)
         try:
@@ -90,12 +93,42 @@ def write_checkpoint(root: Path, env_steps: int, agent, buffers: dict, state: di
             prev = None
         kept = (f"the previous checkpoint {prev} is kept (continue from it with `robolearn train "
                 f"--resume {root.parent}`)" if prev else "there is no earlier checkpoint")
-        raise DatasetError(f"cannot write checkpoint {final} ({exc.strerror or exc}): free disk "
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        need = no_space_message(root if root.is_dir() else root.parent,
+                                checkpoint_bytes(agent, buffers))
+        raise DatasetError(f"cannot write checkpoint {final} ({reason}): {need}; free disk "
                            f"space or pick a writable folder; {kept}") from None
     for old in root.glob("step_*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def checkpoint_bytes(agent, buffers: dict) -> int:
+    """About how many bytes a checkpoint of `agent` and `buffers` takes (for a disk-full error)."""
+    def tensors(tree) -> int:
+        if isinstance(tree, torch.Tensor):
+            return tree.numel() * tree.element_size()
+        if isinstance(tree, np.ndarray):
+            return int(tree.nbytes)
+        if isinstance(tree, dict):
+            return sum(tensors(v) for v in tree.values())
+        if isinstance(tree, (list, tuple)):
+            return sum(tensors(v) for v in tree)
+        return 0
+
+    total = 0
+    try:
+        total += tensors(agent.state_dict()) + tensors(agent.policy_state())
+    except Exception:  # noqa: BLE001 - an estimate only
+        pass
+    for buffer in buffers.values():
+        nbytes = getattr(buffer, "nbytes", None) if buffer is not None else None
+        try:
+            total += int(nbytes() if callable(nbytes) else nbytes or 0)
+        except Exception:  # noqa: BLE001
+            pass
+    return total
 
 
 def read_json_file(path: Path) -> Any:

@@ -20,17 +20,35 @@ RUN_FILES = ("config.json", "metrics.jsonl", "tb", CHECKPOINTS, "summary.json", 
              "eval.mp4", "eval_strip.png")
 
 
-def clear_earlier_run(run_dir: Path, overwrite: bool) -> None:
-    """Refuse to start over an earlier run's files, or delete them when `overwrite`."""
-    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+def run_state(run_dir: Path) -> str:
+    """"finished", "interrupted" (summary.json says interrupted: resumable) or "unfinished"."""
+    summary = run_dir / "summary.json"
+    if not summary.exists():
+        return "unfinished"
+    try:
+        s = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return "unfinished"
+    return "interrupted" if isinstance(s, dict) and s.get("interrupted") else "finished"
+
+
+def clear_earlier_run(run_dir: Path, overwrite: bool, resume: str | None = "train",
+                      files: tuple = RUN_FILES) -> None:
+    """Refuse to start over an earlier run's files, or delete them when `overwrite`.
+
+    `resume`: how a run that did not finish continues ("train": `robolearn train --resume
+    RUN`; another string: that command; None: it cannot be continued)."""
+    found = [name for name in files if (run_dir / name).exists()]
     if not found:
         return
     if not overwrite:
-        finished = (run_dir / "summary.json").exists()
+        state = run_state(run_dir)
+        how = f"robolearn train --resume {run_dir}" if resume == "train" else resume
+        article = "an" if state in ("interrupted", "unfinished") else "a"
         raise ConfigError(
-            f"run folder {run_dir} already holds a{' finished' if finished else 'n unfinished'} run "
+            f"run folder {run_dir} already holds {article} {state} run "
             f"({', '.join(found)}): pick another --out, "
-            + ("" if finished else f"continue it with `robolearn train --resume {run_dir}`, ")
+            + (f"continue it with `{how}`, " if how and state != "finished" else "")
             + "or pass --overwrite to delete it and start again")
     print(f"--overwrite: deleting the earlier run in {run_dir}")
     for name in found:

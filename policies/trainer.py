@@ -49,6 +49,7 @@ from robolearn.policies.trainer_hooks import TrainerHooks, reset_record
 from robolearn.policies.run_summary import finished_summary, interrupted_summary
 from robolearn.policies.trainer_state import restore_trainer, save_trainer_checkpoint
 from robolearn.reset_report import ResetStats
+from robolearn.run_lock import lock_folder
 
 
 
@@ -164,6 +165,9 @@ class Trainer:
         """Train to `cfg.steps` env steps (or stop early at `stop_at`, e.g. for tests).
         Returns the summary (also written to summary.json when the run completes)."""
         cfg, hooks = self.cfg, self.hooks
+        if getattr(self, "_lock", None) is None:  # one writer per run folder, for the whole run
+            self._lock = lock_folder(self.dir, what="run folder",
+                                     busy_hint="wait for that run to end, or choose another --out")
         if self.env_steps == 0 and self._resumed_from is None:
             clear_earlier_run(self.dir, cfg.overwrite)
         try:
@@ -407,7 +411,21 @@ class Trainer:
                build: Callable[[TrainConfig, dict], "Trainer"] | None = None) -> "Trainer":
         """Rebuild a run from its latest checkpoint; `steps` may extend the total budget.
         `build(cfg, state)` makes the trainer with its hooks (robolearn.compose.training does;
-        default: a plain `Trainer`)."""
+        default: a plain `Trainer`). The run folder is locked first: a run still training
+        there refuses the resume (its checkpoints may change under us)."""
+        lock = (lock_folder(run_dir, what="run folder",
+                            busy_hint="wait for that run to end before resuming it")
+                if Path(run_dir).is_dir() else None)
+        try:
+            self = cls._resume(run_dir, steps, progress, video, build, lock)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return self
+
+    @classmethod
+    def _resume(cls, run_dir, steps, progress, video, build, lock) -> "Trainer":
         ckpt = find_checkpoint(run_dir)
         state = read_json_file(ckpt / "trainer.json")
         train = dict(state["train"])
@@ -422,6 +440,7 @@ class Trainer:
             raise ConfigError(f"--steps {cfg.steps} is below the checkpoint's {state['env_steps']} env steps")
         state["_checkpoint"] = ckpt  # for hooks that load their own files (not saved again)
         self = build(cfg, state) if build is not None else cls(cfg, _resumed_state=state)
+        self._lock = lock
         if self.hooks.kind != cfg.resets:
             self.close()
             raise ConfigError(f"checkpoint {ckpt} is of a resets={cfg.resets!r} run: resume it with "
@@ -440,6 +459,10 @@ class Trainer:
         return finished_summary(self)
 
     def close(self):
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+            self._lock = None
         for env in (self.env, self._eval_env):
             if env is not None:
                 env.close()

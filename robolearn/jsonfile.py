@@ -9,6 +9,7 @@ file and its folder (datasets: a power cut must not lose a committed episode).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,26 @@ def read_json(path: str | os.PathLike, error: type[Exception], missing: str,
         raise error(f"{path}: not valid JSON ({exc}); {corrupt}") from None
 
 
+def finite(obj: Any) -> Any:
+    """`obj` with every NaN / inf float replaced by None (strict JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any, indent: int | None = None,
                       durable: bool = False) -> None:
-    """Write `obj` as JSON via a temp file + rename; the temp file never outlives a failure."""
+    """Write `obj` as strict JSON (NaN / inf become null) via a temp file + rename; the temp
+    file never outlives a failure."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=indent)
+            json.dump(finite(obj), f, indent=indent, allow_nan=False)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

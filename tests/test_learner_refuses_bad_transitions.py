@@ -74,11 +74,13 @@ def test_huge_message_is_logged_not_dropped_silently(learner, caplog):
     ctx = zmq.Context()
     try:
         s = dealer(learner, ctx)
-        caplog.set_level(logging.ERROR, logger="robolearn.runtime.learner")
+        caplog.set_level(logging.WARNING, logger="robolearn.runtime.learner")
         big = M.encode(M.HEARTBEAT, pad=b"x" * (8 << 20), max_bytes=1 << 30)
         assert exchange(learner, s, big, wait_ms=1000) is None
-        assert "exceeds the limit" in caplog.text
-        assert learner.bad_messages == 1
+        # ZeroMQ drops it at the socket (maxmsgsize = the limit) by closing the connection:
+        # counted and logged, never silent
+        assert "max_message_bytes = 1048576" in caplog.text
+        assert learner.progress()["peer_disconnects"] >= 1
     finally:
         ctx.destroy(0)
 

@@ -34,6 +34,9 @@ def run(args) -> int:
     if args.out is None:
         raise ConfigError("dataset export needs --out DIR (the LeRobot dataset directory to write)")
     from robolearn.data.lerobot_export import export_lerobot
+    from robolearn.run_lock import check_writable_dir
+
+    check_writable_dir(args.out, "export folder")
 
     info = export_lerobot(args.dataset, args.out, task=args.task, robot_type=args.robot_type,
                           overwrite=args.overwrite, version=args.lerobot_version)
@@ -90,6 +93,10 @@ def _view(args) -> int:
         raise ConfigError(f"--frames {args.frames}: show at least 1 frame")
     ep = ds.episode(idx)
     n = ep.steps
+    from robolearn.run_lock import check_writable_file
+
+    if args.out:
+        check_writable_file(args.out, "view file")
     if args.video:
         return _view_video(ds, ep, args.out or str(ds.root / f"view_{episode_dirname(idx)}.mp4"))
     picks = np.unique(np.linspace(0, n, min(args.frames, n + 1)).round().astype(int))

@@ -39,6 +39,10 @@ def add_arguments(parser) -> None:
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete an earlier session in the run folder and start again")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an unfinished session in the run folder from its last checkpoint")
     from robolearn.commands.env_kwargs import add_env_kw_argument
 
     add_env_kw_argument(parser, over="the launch file's [env_kwargs] (the robot's env)")
@@ -71,24 +75,11 @@ def children_config(cfg) -> dict:
 
 
 def run(args) -> int:
-    import json
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
 
     from robolearn.commands.env_kwargs import parse_env_kwargs
-    from robolearn.commands.launch import _last_metrics, _stop
-    from robolearn.configs import dump_toml
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F
-    from robolearn.processes import die_with_parent
     from robolearn.runtime.config import load_launch
-    from robolearn.runtime.finetune_calibration import calibrate_robot_arm, calibrate_robot_perception
-    from robolearn.runtime.finetune_report import session_report
-    from robolearn.runtime.transport import endpoint, free_port
 
     cfg = load_launch(args.launch)
     if cfg.finetune is None:
@@ -119,11 +110,47 @@ def run(args) -> int:
                           "\"agent\" or \"policy\" and zero_shot_episodes > 0")
     F.resolve_agent(cfg)
     run_dir = cfg.run_dir()
+    from robolearn.commands.run_owner import take_run_folder
+
+    if args.overwrite and args.resume:
+        raise ConfigError("--resume continues the session in the run folder; --overwrite would "
+                          "delete it: pass one")
     if args.record:
-        return _record(cfg, args, run_dir)
-    if (run_dir / "session_report.json").exists():
-        raise ConfigError(f"{run_dir} already holds a finished session; choose another --out "
-                          "(nothing was deleted)")
+        lock = take_run_folder(run_dir, overwrite=False, keep_existing=True)
+        try:
+            return _record(cfg, args, run_dir)
+        finally:
+            lock.release()
+    if (run_dir / "session_report.json").exists() and not args.overwrite:
+        raise ConfigError(f"{run_dir} already holds a finished session; choose another --out, or "
+                          "pass --overwrite to delete it (nothing was deleted)")
+    # the session's learner and actor write here: this process holds the folder's lock for the
+    # whole session; the learner it (re)starts gets --owned-by and takes no lock of its own
+    lock = take_run_folder(run_dir, overwrite=args.overwrite, keep_existing=args.resume,
+                           resume=f"robolearn finetune {args.launch} --resume")
+    try:
+        return _session(args, cfg, run_dir)
+    finally:
+        lock.release()
+
+
+def _session(args, cfg, run_dir) -> int:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from robolearn.commands.launch import _last_metrics, _stop
+    from robolearn.configs import dump_toml
+    from robolearn.runtime import finetune as F
+    from robolearn.processes import die_with_parent
+    from robolearn.runtime.finetune_calibration import calibrate_robot_arm, calibrate_robot_perception
+    from robolearn.runtime.finetune_report import session_report
+    from robolearn.runtime.transport import free_port
+
+    ft = cfg.finetune
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
 
@@ -204,7 +231,8 @@ def run(args) -> int:
             print(f"started {name} pid {p.pid} (log {logs / (name + '.log')})", flush=True)
             return p
 
-        learner_cmd = base + ["learner", str(resolved), "--out", str(run_dir)]
+        learner_cmd = base + ["learner", str(resolved), "--out", str(run_dir),
+                              "--owned-by", str(os.getpid())]
         actor_cmd = base + ["actor", str(resolved), "--id", "robot0", "--out", str(run_dir)]
         learner = start("learner", learner_cmd)
         time.sleep(0.2)

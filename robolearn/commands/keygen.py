@@ -15,8 +15,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from robolearn.run_lock import check_writable_dir
     from robolearn.runtime.transport import generate_keys
 
+    check_writable_dir(args.dir, "keys folder", flag="DIR")
     for path in generate_keys(args.dir, tuple(args.names)):
         print(path)
     print(f"set keys = \"{args.dir}\" in the launch file to turn on CurveZMQ")

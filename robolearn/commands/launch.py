@@ -19,6 +19,29 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", type=int, help="total env steps (overrides learner.total_env_steps)")
     parser.add_argument("--actors", type=int, help="number of actors (overrides actors)")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete an earlier run in the run folder and start again (refused without it)")
+
+
+def validate_launch(cfg) -> None:
+    """Everything a child would trip over, checked before any child starts (so the real error
+    is here, not in a child's log): the algo name, the env ID, the env built (and closed) once
+    with its env_kwargs."""
+    from robolearn.errors import ConfigError, RobolearnError
+    from robolearn.policies.registry import ALGOS
+    from robolearn.runtime.actor import _make_env
+
+    if cfg.algo not in ALGOS:
+        raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
+                          "(see `robolearn algos`)")
+    try:
+        env = _make_env(cfg)
+    except RobolearnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - gymnasium / the env's own errors, in one line
+        raise ConfigError(f"env {cfg.env!r} with env_kwargs {cfg.env_kwargs} cannot be built: "
+                          f"{type(exc).__name__}: {exc} (see `robolearn envs`)") from None
+    env.close()
 
 
 def _stop(procs, grace=GRACE_S):
@@ -58,6 +81,26 @@ def _last_metrics(path):
 
 
 def run(args) -> int:
+    from robolearn.commands.learner import apply_overrides
+    from robolearn.runtime.config import load_launch
+
+    cfg = load_launch(args.launch)
+    if args.actors is not None:
+        cfg.actors = args.actors
+    cfg = apply_overrides(cfg, args)
+    from robolearn.commands.run_owner import take_run_folder
+    from robolearn.run_lock import check_writable_dir
+
+    check_writable_dir(cfg.run_dir(), "run folder")
+    validate_launch(cfg)
+    lock = take_run_folder(cfg.run_dir(), overwrite=args.overwrite)
+    try:
+        return _launch(args, cfg)
+    finally:
+        lock.release()
+
+
+def _launch(args, cfg) -> int:
     import json
     import os
     import signal
@@ -65,15 +108,9 @@ def run(args) -> int:
     import sys
     import time
 
-    from robolearn.commands.learner import apply_overrides
     from robolearn.processes import die_with_parent
-    from robolearn.runtime.config import load_launch
     from robolearn.runtime.transport import endpoint, free_port
 
-    cfg = load_launch(args.launch)
-    if args.actors is not None:
-        cfg.actors = args.actors
-    cfg = apply_overrides(cfg, args)
     lc = cfg.learner
     port = lc.port or free_port(lc.host)
     wport = lc.weights_port or free_port(lc.host)
@@ -85,7 +122,8 @@ def run(args) -> int:
     base = [sys.executable, "-m", "robolearn.cli"]
     common = ["--port", str(port), "--weights-port", str(wport), "--out", str(run_dir)]
     learner_extra = ["--steps", str(args.steps)] if args.steps is not None else []
-    children = [("learner", base + ["learner", args.launch] + common + learner_extra)]
+    children = [("learner", base + ["learner", args.launch] + common + learner_extra
+                 + ["--owned-by", str(os.getpid())])]
     for i in range(cfg.actors):
         children.append((f"actor{i}", base + ["actor", args.launch, "--id", f"actor{i}",
                                               "--seed", str(cfg.seed + 1000 * (i + 1))] + common))

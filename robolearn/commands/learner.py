@@ -9,6 +9,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weights-port", type=int, help="weights port (overrides learner.weights_port)")
     parser.add_argument("--out", help="run folder (overrides out)")
     parser.add_argument("--steps", type=int, help="total env steps (overrides learner.total_env_steps)")
+    from robolearn.commands.run_owner import add_owner_arguments
+
+    add_owner_arguments(parser, "delete an earlier run in the run folder and start again (refused "
+                                "without it)")
 
 
 def apply_overrides(cfg, args):
@@ -31,7 +35,14 @@ def run(args) -> int:
     from robolearn.runtime.learner import run_learner
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from robolearn.commands.run_owner import take_run_folder
+
     cfg = apply_overrides(load_launch(args.launch), args)
-    summary = run_learner(cfg)
+    lock = take_run_folder(cfg.run_dir(), overwrite=args.overwrite, owned_by=args.owned_by)
+    try:
+        summary = run_learner(cfg)
+    finally:
+        if lock is not None:
+            lock.release()
     print(json.dumps({k: v for k, v in summary.items() if k != "per_actor"}), flush=True)
     return 0

@@ -6,6 +6,7 @@ line per episode (return, success, length) and can write an MP4 of `env.render()
 from __future__ import annotations
 
 import os
+import sys
 
 HELP = ("Step a registered env with random / zero / scripted actions, print per-episode return, "
         "success and length, and optionally write an MP4 (--video).")
@@ -105,8 +106,11 @@ def run(args) -> int:
               f"{np.mean(returns):.3f}, success rate {wins / args.episodes:.2f}")
     finally:
         if writer is not None:
-            writer.close()
-            print(f"video: {args.video}")
+            try:
+                writer.close()
+                print(f"video: {args.video}")
+            except (BrokenPipeError, OSError) as exc:
+                print(f"robolearn play: --video {args.video} is incomplete ({exc})", file=sys.stderr)
         env.close()
     return 0
 
@@ -118,9 +122,10 @@ def _open_video(path: str, fps: float):
 
     if not path.lower().endswith(".mp4"):
         raise ConfigError(f"--video {path!r}: give a file name ending in .mp4")
-    parent = os.path.dirname(os.path.abspath(path))
+    from robolearn.run_lock import check_writable_file
+
+    check_writable_file(path, "video", flag="--video")
     try:
-        os.makedirs(parent, exist_ok=True)
         return imageio.get_writer(path, fps=max(1, int(round(fps))), codec="libx264",
                                   macro_block_size=1, ffmpeg_log_level="error")
     except OSError as exc:
@@ -133,4 +138,8 @@ def _write(writer, env) -> None:
     frame = env.render()
     if frame is None:
         raise ConfigError("this env cannot render frames (render() returned None); drop --video")
-    writer.append_data(frame)
+    try:
+        writer.append_data(frame)
+    except (BrokenPipeError, OSError) as exc:  # ffmpeg could not write the file and exited
+        raise ConfigError(f"--video: ffmpeg stopped taking frames ({type(exc).__name__}: {exc}); the "
+                          "file could not be written (disk full, unwritable path or codec error)") from None

@@ -50,6 +50,9 @@ def run(args) -> int:
         raise ConfigError(f"--max-steps {args.max_steps}: must be >= 1")
     from robolearn.teleop.recorder import HumanLabelsOnly, needs_human_labels
 
+    from robolearn.run_lock import check_writable_dir
+
+    check_writable_dir(args.out, "dataset")  # before a device or robot is opened
     env_kwargs = parse_env_kwargs(args.env_kw)
     labels_only = needs_human_labels(args.env_id, env_kwargs)
     if labels_only:  # a robot with no reward model yet: the recording device's labels only

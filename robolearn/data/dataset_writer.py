@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from robolearn.data.dataset_format import (DEVICE_DTYPE, FORMAT, FORMAT_VERSION,
                                            is_camera_space, space_to_json)
 from robolearn.data.video import VideoWriter
 from robolearn.jsonfile import fsync_dir, write_json_atomic
+from robolearn.run_lock import lock_folder
 from robolearn.errors import ConfigError, DatasetError
 
 
@@ -59,14 +59,9 @@ class DatasetWriter:
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise DatasetError(f"{self.root}: exists and is not a directory; choose another --out")
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            raise DatasetError(f"{self.root}: another process is recording into this dataset; "
-                               "wait for it to finish or choose another --out") from None
+        self._lock = lock_folder(self.root, what="dataset", error=DatasetError,
+                                 busy="another process is recording into this dataset",
+                                 busy_hint="wait for it to finish or choose another --out")
         try:
             self._open(env_id, control_hz, observation_space, action_space, obs_mode, extra)
         except BaseException:
@@ -157,9 +152,9 @@ class DatasetWriter:
         return final
 
     def close(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self):
         return self

@@ -11,7 +11,6 @@ the learner, and a fresh HELLO when the learner restarts (new session id) or goe
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import queue
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from robolearn.errors import ConfigError
+from robolearn.jsonfile import write_json_atomic
 from robolearn.runtime import messages as M
 from robolearn.runtime.config import ActorConfig, LaunchConfig
 from robolearn.runtime.loop import ControlLoop, raise_priority
@@ -380,10 +380,15 @@ class Actor:
         self.link.start()  # before raising priority: the link thread must not inherit it
         priority = raise_priority() if self.acfg.realtime and self.hz > 0 else "default"
         t0 = time.monotonic()
+        failure = None
         try:
             self.control.run(stop=self.stop_event)
             if self.exit_reason == "running":
                 self.exit_reason = "stopped"
+        except BaseException as exc:  # a device error, Ctrl-C...: the summary still says why
+            failure = exc
+            self.exit_reason = f"error: {type(exc).__name__}: {exc}"
+            raise
         finally:
             # give the link a moment to flush what is queued (learner may want the tail)
             deadline = time.monotonic() + 0.5
@@ -391,13 +396,27 @@ class Actor:
                 time.sleep(0.01)
             self.link.stop()
             self.link.join(timeout=2.0)
-            self.env.close()
-        summary = self.summary(time.monotonic() - t0)
-        summary["priority"] = priority
-        if self.out_dir is not None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / f"actor_{self.actor_id}.json").write_text(json.dumps(summary, indent=1))
+            try:
+                self.env.close()
+            finally:
+                summary = self.summary(time.monotonic() - t0)
+                summary["priority"] = priority
+                if failure is not None:
+                    summary["error"] = f"{type(failure).__name__}: {failure}"
+                self._write_summary(summary, quiet=failure is not None)
         return summary
+
+    def _write_summary(self, summary: dict, quiet: bool) -> None:
+        """actor_<id>.json, strict JSON (NaN as null), also when the actor stops on an error."""
+        if self.out_dir is None:
+            return
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.out_dir / f"actor_{self.actor_id}.json", summary, indent=1)
+        except OSError as exc:
+            if not quiet:
+                raise
+            log.error("%s: could not write actor_%s.json (%s)", self.actor_id, self.actor_id, exc)
 
     def summary(self, wall_s: float) -> dict:
         link, ctl = self.link, self.control

@@ -19,12 +19,15 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from robolearn.pacing import SPIN_S, Clock, Rate
+
+HELD_SLEEP_S = 0.01  # an unpaced loop (hz = 0) that is held still sleeps this long per tick
 
 def percentile(values, q: float) -> float:
     if len(values) == 0:
@@ -204,6 +207,8 @@ class ControlLoop:
 
     def tick(self):
         if self.before_tick is not None and self.before_tick() == "pause":
+            if self.loop.unpaced:  # held still at loop_hz = 0: wait, do not busy-spin a core
+                time.sleep(HELD_SLEEP_S)
             return None
         if self.obs is None:
             self._reset()

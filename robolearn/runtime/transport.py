@@ -27,7 +27,12 @@ from zmq.auth.thread import ThreadAuthenticator
 from robolearn.errors import ConfigError
 
 log = logging.getLogger("robolearn.runtime")
-ZMQ_CEILING = 16  # frames past max_message_bytes but under 16x it reach the decoder and are logged
+# socket events the learner counts and logs (measured with pyzmq 27 / libzmq 4.3.5): a frame over
+# the receiving socket's maxmsgsize is never delivered: libzmq closes that connection
+# (EVENT_DISCONNECTED, no reason given) and the sender's socket reconnects by itself; a client
+# whose Curve key is not authorised gets EVENT_HANDSHAKE_FAILED_AUTH (value 400) on each try
+MONITOR_EVENTS = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                  | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -124,10 +129,12 @@ class LearnerSockets:
         self.auth = curve.apply(self.ctx, [self.router, self.pub]) if curve else None
         for s in (self.router, self.pub):
             s.linger = 0
-        # ZMQ silently disconnects a peer whose frame is over maxmsgsize; let frames up to
-        # ZMQ_CEILING x the codec limit through so the learner's decoder logs them ("exceeds
-        # the limit") and drops them, and keep a hard ceiling against memory exhaustion.
-        self.router.maxmsgsize = max_bytes * ZMQ_CEILING
+        # ZMQ drops a frame over maxmsgsize at the socket (never buffered whole) by cutting the
+        # sender's connection; `events()` reports those disconnects, which the learner counts
+        # and logs (a message is never dropped without a line)
+        self.router.maxmsgsize = max_bytes
+        self._monitors = {"data": self.router.get_monitor_socket(MONITOR_EVENTS),
+                          "weights": self.pub.get_monitor_socket(MONITOR_EVENTS)}
         self.router.router_handover = 1
         self.router.router_mandatory = 0
         self.pub.sndhwm = 4
@@ -141,7 +148,30 @@ class LearnerSockets:
         self.data_endpoint = endpoint(host, data_port)
         self.weights_endpoint = endpoint(host, weights_port)
 
+    def events(self) -> list[tuple[str, int, int]]:
+        """(channel, event, value) of the socket events since the last call (never blocks)."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        out = []
+        for channel, mon in self._monitors.items():
+            while True:
+                try:
+                    if not mon.poll(0):
+                        break
+                    m = recv_monitor_message(mon, zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    break
+                out.append((channel, int(m["event"]), int(m["value"])))
+        return out
+
     def close(self) -> None:
+        for sock in (self.router, self.pub):
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+        for mon in self._monitors.values():
+            mon.close(0)
         if self.auth is not None:
             self.auth.stop()
             self.auth = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from robolearn.errors import DeviceError
 from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.teleop.session import Pacer, Readout, env_context, fmt_vec
 
@@ -101,8 +102,24 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
     pacer = Pacer(rate_hz)
     ctx = env_context(env)
     res = RecordResult()
-    attempt = 0
     observe = getattr(device, "observe", None)
+    try:
+        _record_loop(env, device, writer, episodes, seed, max_steps, end_on_success, readout, pacer,
+                     ctx, res, observe)
+    except DeviceError as exc:  # a lost device or robot: say what the dataset kept
+        msg = (f"{exc}; the episode in progress was discarded, {len(res.saved)} episode(s) of this "
+               f"session were kept ({writer.num_episodes} in {writer.root})")
+        try:
+            err = type(exc)(msg)
+        except TypeError:
+            err = DeviceError(msg)
+        raise err from None
+    return res
+
+
+def _record_loop(env, device, writer, episodes, seed, max_steps, end_on_success, readout, pacer,
+                 ctx, res, observe) -> None:
+    attempt = 0
     while len(res.saved) < episodes and not res.quit:
         ep_seed = seed + attempt
         attempt += 1
@@ -165,4 +182,3 @@ def record(env, device, writer: DatasetWriter, episodes: int, seed: int = 0, max
             res.successes += int(ok)
             readout.line(f"saved episode {idx}: {ep.steps} steps, return {ret:+.2f}, "
                          f"{'success' if ok else 'failure'} (seed {ep_seed})")
-    return res
