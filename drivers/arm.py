@@ -52,6 +52,9 @@ class ServoArm:
                 f"servo ID(s) {missing} did not answer on {bus.port} (found: "
                 f"{[s for s in self.ids if s not in missing]}). Check power, IDs and cabling; "
                 "the calibration file says which ID each joint uses.")
+        for c in self.cals:              # the frame the ticks were calibrated in (e.g. LeRobot's)
+            if c.homing_offset is not None and bus.read_register(c.id, self.proto.HOMING_OFFSET) != c.homing_offset:
+                bus.set_homing_offset(c.id, c.homing_offset)
         if write_limits:                 # EEPROM has limited write cycles: only when they differ
             for c in self.cals:
                 if (bus.read_register(c.id, self.proto.MIN_LIMIT) != c.min

@@ -12,6 +12,11 @@ File format (JSON, one entry per servo, the gripper included, keyed by joint nam
     {"format": "robolearn.servo_calibration/1",
      "servos": {"shoulder_pan": {"id": 1, "offset": 2048, "direction": 1,
                                  "min": 1024, "max": 3072}, ...}}
+
+Optional per servo: "homing_offset": the value of the servo's Homing_Offset register (Feetech
+address 31: present = raw - value; Dynamixel address 20: present = raw + value) the ticks above
+are relative to, e.g. the one LeRobot's calibration wrote (drivers/lerobot_calibration.py).
+Ticks are always the servo's *present position*; without the field the register is left as it is.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from robolearn.jsonfile import read_json
 
 FORMAT = "robolearn.servo_calibration/1"
 RAD_PER_TICK = 2 * math.pi / TICKS_PER_REV
+LIMIT_MARGIN_RAD = 0.05     # calibrated tick range = joint range + this on both sides
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class JointCalibration:
     direction: int          # +1 or -1: sign of ticks per positive radian
     min: int                # lowest allowed tick (also written to the servo's angle limit)
     max: int                # highest allowed tick
+    homing_offset: int | None = None   # the servo's own Homing_Offset register these ticks were read
+                                       # with (None: whatever it holds); ServoArm writes it when it differs
 
     def to_rad(self, ticks) -> np.ndarray:
         return self.direction * (np.asarray(ticks, dtype=np.float64) - self.offset) * RAD_PER_TICK
@@ -99,7 +107,12 @@ class Calibration:
 
     # ------------------------------------------------------------------------- file I/O
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "servos": {n: asdict(c) for n, c in self.servos.items()}}
+        def entry(c: JointCalibration) -> dict:
+            d = asdict(c)
+            if d["homing_offset"] is None:
+                del d["homing_offset"]
+            return d
+        return {"format": FORMAT, "servos": {n: entry(c) for n, c in self.servos.items()}}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -141,7 +154,12 @@ class Calibration:
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise bad(f"{where}.{k}", f"must be an integer, got {v!r}")
                 vals[k] = v
-            extra = set(entry) - set(vals)
+            if entry.get("homing_offset") is not None:
+                h = entry["homing_offset"]
+                if isinstance(h, bool) or not isinstance(h, int) or abs(h) > 1_044_479:
+                    raise bad(f"{where}.homing_offset", f"must be an integer register value, got {h!r}")
+                vals["homing_offset"] = h
+            extra = set(entry) - set(vals) - {"homing_offset"}
             if extra:
                 raise bad(f"{where}", f"has unknown field(s) {sorted(extra)}")
             if not 0 <= vals["id"] <= 253:

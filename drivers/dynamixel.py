@@ -135,6 +135,11 @@ def limit_writes(min_ticks: int, max_ticks: int) -> list[tuple[Register, int]]:
     return [(TORQUE_ENABLE, 0), (MIN_POSITION_LIMIT, min_ticks), (MAX_POSITION_LIMIT, max_ticks)]
 
 
+def homing_writes(value: int) -> list[tuple[Register, int]]:
+    """Register writes that set the homing offset (present = raw + value): EEPROM, torque off first."""
+    return [(TORQUE_ENABLE, 0), (HOMING_OFFSET, value)]
+
+
 # ------------------------------------------------------------------------------ CRC-16
 def _crc_table() -> list[int]:
     table = []

@@ -321,7 +321,9 @@ class ArmEmulator(EmulatorThreads):
                 self.goal[i] = self._snap[0][i]
         if ft.GOAL_POSITION.address in touched:
             cal = self.calibration[self.calibration.names[i]]
-            goal = self._peek(sid, ft.GOAL_POSITION) + self._peek(sid, ft.HOMING_OFFSET)
             lo, hi = self._peek(sid, ft.MIN_ANGLE_LIMIT), self._peek(sid, ft.MAX_ANGLE_LIMIT)
-            goal = int(np.clip(goal, lo, hi))      # the servo firmware clamps to its limits
+            # the firmware clamps the goal to its limits in the present-position frame (after the
+            # homing offset: LeRobot writes limits recorded from Present_Position), then moves to
+            # raw = goal + homing offset
+            goal = int(np.clip(self._peek(sid, ft.GOAL_POSITION), lo, hi)) + self._peek(sid, ft.HOMING_OFFSET)
             self.goal[i] = float(cal.to_rad(goal))

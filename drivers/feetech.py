@@ -109,6 +109,12 @@ def limit_writes(min_ticks: int, max_ticks: int) -> list[tuple["Register", int]]
     return [(LOCK, 0), (MIN_ANGLE_LIMIT, min_ticks), (MAX_ANGLE_LIMIT, max_ticks), (LOCK, 1)]
 
 
+def homing_writes(value: int) -> list[tuple["Register", int]]:
+    """Register writes that set the homing offset (present = raw - value): torque off first (a new
+    offset moves where the held goal is), EEPROM unlocked for the write."""
+    return [(TORQUE_ENABLE, 0), (LOCK, 0), (HOMING_OFFSET, value), (LOCK, 1)]
+
+
 def fatal_error(err: int) -> bool:
     """The angle-limit bit is informative (a goal was clamped); every other bit is fatal."""
     return bool(err & ~ERR_ANGLE)

@@ -9,6 +9,7 @@ URL or video file; named "front") or a dict {name: source}.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from robolearn.errors import ConfigError
@@ -64,13 +65,32 @@ def bus_protocol(name: str):
                       "such as SO-100, or Dynamixel Protocol 2.0 arms such as Koch)")
 
 
+def _load_calibration(path, names, protocol: str, spec):
+    """robolearn's calibration JSON, or LeRobot's converted (IDs 1..n, directions +1)."""
+    from robolearn.drivers.calibration import Calibration
+    from robolearn.drivers.lerobot_calibration import calibration_from_lerobot, is_lerobot_calibration
+    from robolearn.jsonfile import read_json
+
+    raw = read_json(Path(path), ConfigError,
+                    f"calibration file {path} not found: run the calibration procedure "
+                    "(docs/drivers.md) or pass calibration=None for defaults",
+                    corrupt="run the calibration again or restore the file")
+    if is_lerobot_calibration(raw):
+        cal, notes = calibration_from_lerobot(str(path), protocol, spec=spec)
+        for line in notes:
+            print(f"calibration {path}: {line}", file=sys.stderr)
+        return cal
+    return Calibration.from_dict(raw, source=str(path), required=names)
+
+
 def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=None,
                      baudrate: int = 1_000_000, spec: ArmSpec | None = None,
                      timeout: float = 0.02, retries: int = 2, write_limits: bool = True,
                      safety_options: dict | None = None, camera_options: dict | None = None,
                      protocol: str = "feetech", **kw) -> Backend:
-    """Servo arm on `port`. calibration: None (horns at centre tick), a JSON path or a
-    `Calibration`. safety_options: kwargs for `ArmSafety` (tolerance, velocity_margin,
+    """Servo arm on `port`. calibration: None (horns at centre tick), a JSON path (robolearn's
+    format, or a LeRobot `MotorCalibration` file, converted for `protocol`: drivers/
+    lerobot_calibration.py) or a `Calibration`. safety_options: kwargs for `ArmSafety` (tolerance, velocity_margin,
     workspace, stale_after). protocol: "feetech" (STS3215, SO-100 class) or "dynamixel"
     (Protocol 2.0 X-series, Koch class)."""
     from robolearn.drivers.arm import ServoArm
@@ -92,7 +112,7 @@ def make_arm_backend(port: str, camera=None, image_size=(84, 84), calibration=No
     elif isinstance(calibration, Calibration):
         cal = Calibration.from_dict(calibration.to_dict(), source="<Calibration>", required=names)
     elif isinstance(calibration, (str, Path)):
-        cal = Calibration.load(calibration, required=names)
+        cal = _load_calibration(calibration, names, protocol, spec)
     else:
         raise ConfigError(f"calibration={calibration!r}: give None, a JSON file path or a Calibration")
     safety = ArmSafety(spec.joint_names, spec.lower, spec.upper, spec.max_velocity,

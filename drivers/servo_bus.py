@@ -326,6 +326,12 @@ class ServoBus:
         for reg, value in self.proto.limit_writes(min_ticks, max_ticks):
             self.write_register(servo_id, reg, value)
 
+    def set_homing_offset(self, servo_id: int, value: int) -> None:
+        """Write the servo's Homing_Offset register (EEPROM; the protocol's sequence turns torque off
+        first). Feetech: present = raw - value; Dynamixel: present = raw + value."""
+        for reg, v in self.proto.homing_writes(int(value)):
+            self.write_register(servo_id, reg, v)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

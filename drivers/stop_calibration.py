@@ -32,7 +32,8 @@ from typing import Callable
 
 import numpy as np
 
-from robolearn.drivers.calibration import RAD_PER_TICK, Calibration, JointCalibration, calibrate_zero_pose
+from robolearn.drivers.calibration import (LIMIT_MARGIN_RAD, RAD_PER_TICK, Calibration, JointCalibration,
+                                           calibrate_zero_pose)
 from robolearn.errors import ConfigError, DeviceError, SafetyError
 from robolearn.robot import ArmSpec
 
@@ -52,7 +53,6 @@ HOLD_LEAD_RAD = 0.05        # while the stop is read: a gentle push that keeps t
 SETTLE_S = 0.3
 MEASURE_S = 0.4
 POSTURE_TOL_RAD = 0.06      # a posture is reached when every joint is this close
-LIMIT_MARGIN_RAD = 0.05     # calibrated tick range = joint range + this on both sides
 MIN_HEIGHT_M = 0.05         # clearance checks: every link point this far above the table top
 BASE_RADIUS_M = 0.09        # ... and out of this cylinder around the base below BASE_HEIGHT_M
 BASE_HEIGHT_M = 0.10
@@ -411,6 +411,9 @@ class StopCalibrator:
         if missing:
             raise DeviceError(f"servo ID(s) {missing} did not answer on {self.bus.port}: check power, "
                               "IDs and cabling (the calibration file says which ID each joint uses)")
+        for c in self.initial.servos.values():     # read ticks in the initial calibration's frame
+            if c.homing_offset is not None and self.bus.read_register(c.id, self.proto.HOMING_OFFSET) != c.homing_offset:
+                self.bus.set_homing_offset(c.id, c.homing_offset)
         saved = {sid: (self.bus.read_register(sid, self.proto.MIN_LIMIT),
                        self.bus.read_register(sid, self.proto.MAX_LIMIT)) for sid in self.ids}
         self._limits = dict(saved)
@@ -465,7 +468,9 @@ class StopCalibrator:
             dict(zip(names, self.lower)), dict(zip(names, self.upper)), margin=LIMIT_MARGIN_RAD)
         servos: dict[str, JointCalibration] = {}
         for n in names:
-            servos[n] = fresh[n] if n in calibrated else self.initial[n]
+            # the new ticks are read in the frame the initial calibration names (its homing offset)
+            servos[n] = replace(fresh[n], homing_offset=self.initial[n].homing_offset) if n in calibrated \
+                else self.initial[n]
         return Calibration(servos)
 
 

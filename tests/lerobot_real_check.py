@@ -10,7 +10,8 @@ torch, lerobot), never robolearn, so it runs in that environment unchanged.
                                                                       with BackwardCompatibilityError
 
 EXPECTED.npz holds the source's per-frame `action`, `state`, `frames` (N, H, W, 3 uint8),
-`episode_index`, `frame_index` and a 0-d `task` string.
+`episode_index`, `frame_index` and a 0-d `task` string; optionally `state_names`, `action_names`
+and `robot_type`, which the dataset's features and metadata must carry.
 """
 from __future__ import annotations
 
@@ -50,11 +51,19 @@ def load(root: str, expected: str, backend: str) -> dict:
                             f"{int(item['frame_index'])}")
         if item["task"] != str(exp["task"]):
             problems.append(f"frame {i}: task {item['task']!r}")
+    if "state_names" in exp.files:          # per-joint names, as LeRobot datasets carry them
+        for key, want in (("observation.state", exp["state_names"]), ("action", exp["action_names"])):
+            got = ds.meta.features[key]["names"]
+            if list(got) != [str(x) for x in want]:
+                problems.append(f"{key} names {got} != {list(want)}")
+        if ds.meta.robot_type != str(exp["robot_type"]):
+            problems.append(f"robot_type {ds.meta.robot_type!r}")
     if worst["action"] > 1e-6 or worst["state"] > 1e-6:
         problems.append(f"values differ: {worst}")
     if worst["frame_mae"] >= 6:
         problems.append(f"decoded frames too far from the recording: {worst}")
     return {"lerobot": lerobot.__version__, "backend": backend, "frames": len(ds),
+            "state_names": list(ds.meta.features["observation.state"]["names"]), "robot_type": ds.meta.robot_type,
             "episodes": ds.num_episodes, "fps": ds.fps, "worst": worst, "problems": problems[:10]}
 
 

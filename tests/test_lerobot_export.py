@@ -128,3 +128,35 @@ def test_info_and_view_commands(dataset, tmp_path):
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "dataset", "info", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no such dataset directory" in r.stderr
+
+
+def test_export_names_joints_robot_type_and_task(dataset, tmp_path):
+    """observation.state / action carry per-element names as LeRobot datasets do, robot_type is
+    the robot, and the default task string in meta/tasks.parquet is the task's description."""
+    from robolearn.data.feature_names import action_names, state_names
+    from robolearn.data.lerobot_export import export_lerobot
+    from robolearn.tasks.arm import DESCRIPTIONS
+
+    info = export_lerobot(dataset, tmp_path / "lr")
+    feats = info["features"]
+    assert info["robot_type"] == "so100"
+    assert feats["observation.state"]["names"] == [
+        "shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos",
+        "shoulder_pan.vel", "shoulder_lift.vel", "elbow_flex.vel", "wrist_flex.vel", "wrist_roll.vel",
+        "gripper.pos", "ee.x", "ee.y", "ee.z", "target.x", "target.y", "target.z",
+        "target_minus_ee.x", "target_minus_ee.y", "target_minus_ee.z"]
+    assert feats["action"]["names"] == ["ee.dx", "ee.dy", "ee.dz", "gripper.cmd"]
+    tasks = pq.read_table(tmp_path / "lr" / "meta" / "tasks.parquet").to_pydict()
+    assert tasks["__index_level_0__"] == [DESCRIPTIONS["reach"]] and tasks["task_index"] == [0]
+    # the values under a name are that element of the recorded state
+    data = pq.read_table(tmp_path / "lr" / "data" / "chunk-000" / "file-000.parquet").to_pydict()
+    ep = Dataset(dataset).episode(Dataset(dataset).indices[0])
+    row = np.asarray(data["observation.state"][3], np.float32)
+    i = feats["observation.state"]["names"].index("elbow_flex.pos")
+    assert row[i] == ep.data["obs.state"][3][2]
+    # other layouts: joint actions, the push goal, the car, an unknown wider state
+    assert action_names("robolearn/ArmPush-v0", 6)[0] == "shoulder_pan.delta"
+    assert state_names("robolearn/ArmPush-v0", 17)[-3:] == ["goal.x", "goal.y", "goal.z"]
+    assert state_names("robolearn/ArmLift-v0", 17)[-3:] == ["state_14", "state_15", "state_16"]
+    assert action_names("robolearn/CarLap-v0", 2) == ["steer", "throttle"]
+    assert state_names("dmc/cheetah-run-v0", 2) == ["state_0", "state_1"]

@@ -37,6 +37,7 @@ from robolearn.data.dataset import Dataset
 from robolearn.data.dataset_writer import DatasetWriter
 from robolearn.data.lerobot_export import export_lerobot
 from robolearn.data.video import read_video
+from robolearn.data.feature_names import action_names, state_names, task_description
 from robolearn.teleop import make_device
 from robolearn.teleop.recorder import record
 from robolearn.teleop.session import Readout, open_env
@@ -299,7 +300,8 @@ def _expected(src: Dataset, task: str, path: Path) -> Path:
         frame_idx += list(range(ep.steps))
     np.savez(path, action=np.concatenate(act).astype(np.float32), state=np.concatenate(state).astype(np.float32),
              frames=np.concatenate(frames), episode_index=np.array(ep_idx), frame_index=np.array(frame_idx),
-             task=np.array(task))
+             task=np.array(task), state_names=np.array(state_names(src.env_id, state[0].shape[1])),
+             action_names=np.array(action_names(src.env_id, act[0].shape[1])), robot_type=np.array("so100"))
     return path
 
 
@@ -312,8 +314,10 @@ def test_real_lerobot_dataset_loads_the_export(dataset, tmp_path, layout):
     python = _lerobot_python()
     out = tmp_path / "real"
     small = dict(data_files_size_in_mb=1e-6, video_files_size_in_mb=1e-6, chunks_size=2)
-    export_lerobot(dataset, out, task="reach", **(small if layout == "rolled-over" else {}))
-    expected = _expected(Dataset(dataset), "reach", tmp_path / "expected.npz")
+    # the default layout keeps the default task string: the task's description
+    task = "reach" if layout == "rolled-over" else task_description(ENV_ID)
+    export_lerobot(dataset, out, **({"task": "reach", **small} if layout == "rolled-over" else {}))
+    expected = _expected(Dataset(dataset), task, tmp_path / "expected.npz")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     for backend in os.environ.get("ROBOLEARN_LEROBOT_BACKENDS", "pyav").split(","):
         r = subprocess.run(python + [str(CHECKER), "load", str(out), str(expected), backend],

@@ -6,6 +6,10 @@ joint range), from a posture checked collision-free by forward kinematics; where
 gives its offset (drivers/stop_calibration.py). The result is the calibration JSON that
 `backend="real", calibration=FILE` reads. Works on Feetech (SO-100) and Dynamixel (Koch) arms
 alike, and on the emulated arm (`robolearn emulate arm --reality hard`).
+
+`robolearn calibrate-arm --from-lerobot FILE.json --out arm_calibration.json` instead converts
+the calibration LeRobot already made for this arm (SO-100 / SO-101 / Koch `MotorCalibration`
+JSON; drivers/lerobot_calibration.py, conventions in docs/drivers.md): no bus, nothing moves.
 """
 from __future__ import annotations
 
@@ -13,12 +17,20 @@ import json
 import sys
 
 HELP = ("Calibrate a servo arm's joint offsets by driving each joint slowly against a mechanical "
-        "stop (homing); writes the calibration JSON the drivers read (calibration=FILE).")
+        "stop (homing), or convert a LeRobot calibration (--from-lerobot); writes the calibration "
+        "JSON the drivers read (calibration=FILE).")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--port", required=True, help="servo bus port, e.g. /dev/ttyACM0 (or the "
-                                                      "path `robolearn emulate arm` prints)")
+    parser.add_argument("--port", help="servo bus port, e.g. /dev/ttyACM0 (or the path `robolearn "
+                                       "emulate arm` prints); required unless --from-lerobot")
+    parser.add_argument("--from-lerobot", metavar="FILE", dest="from_lerobot",
+                        help="convert this LeRobot calibration (~/.cache/huggingface/lerobot/calibration/"
+                             "robots/<type>/<id>.json) instead of calibrating; --protocol says whose "
+                             "homing-offset sign applies (feetech: SO-100/SO-101, dynamixel: Koch)")
+    parser.add_argument("--direction", action="append", default=[], metavar="JOINT=-1",
+                        help="with --from-lerobot: a joint whose servo counts against the model's positive "
+                             "angle (repeatable; default +1, or --initial's directions)")
     parser.add_argument("--out", required=True, help="calibration JSON to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     parser.add_argument("--protocol", choices=("feetech", "dynamixel"), default="feetech",
@@ -54,6 +66,39 @@ def _stops(items: list[str]) -> dict[str, float]:
     return out
 
 
+def _directions(items: list[str]) -> dict[str, int]:
+    from robolearn.errors import ConfigError
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or value.strip() not in ("1", "+1", "-1"):
+            raise ConfigError(f"--direction {item!r}: give JOINT=1 or JOINT=-1, e.g. --direction elbow_flex=-1")
+        out[name.strip()] = int(value)
+    return out
+
+
+def _from_lerobot(args, out) -> int:
+    from robolearn.drivers.calibration import Calibration
+    from robolearn.drivers.lerobot_calibration import calibration_from_lerobot
+    from robolearn.drivers.real import default_arm_spec
+    from robolearn.drivers.stop_calibration import joint_names
+
+    spec = default_arm_spec()
+    names = joint_names(spec)
+    initial = Calibration.load(args.initial, required=names) if args.initial else None
+    cal, notes = calibration_from_lerobot(args.from_lerobot, args.protocol, spec, initial=initial,
+                                          directions=_directions(args.direction))
+    cal.save(out)                          # only after every check passed; atomic
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
+    print(json.dumps({"out": str(out), "from_lerobot": str(args.from_lerobot), "protocol": args.protocol,
+                      "notes": notes, **cal.to_dict()}, indent=2))
+    print(f"wrote {out}; use it with backend=\"real\", protocol=\"{args.protocol}\", calibration=\"{out}\"",
+          file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     from pathlib import Path
 
@@ -66,6 +111,15 @@ def run(args) -> int:
     out = Path(args.out)
     if out.exists() and not args.overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it (or choose another --out)")
+    if args.from_lerobot:
+        if args.port or args.joints or args.stop:
+            raise ConfigError("--from-lerobot converts a file: it takes no --port, --joints or --stop")
+        return _from_lerobot(args, out)
+    if not args.port:
+        raise ConfigError("give --port PORT (stop calibration) or --from-lerobot FILE (conversion)")
+    if args.direction:
+        raise ConfigError("--direction goes with --from-lerobot (stop calibration takes directions "
+                          "from --initial)")
     if not 0 < args.timeout <= 2:
         raise ConfigError(f"--timeout {args.timeout}: choose (0, 2] seconds")
     spec = default_arm_spec()

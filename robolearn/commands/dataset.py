@@ -16,8 +16,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None,
                         help="view: PNG/MP4 path (default DATASET/view_episode_<n>.png|.mp4); export: output directory")
     parser.add_argument("--format", choices=("lerobot",), default="lerobot", help="export: target layout")
-    parser.add_argument("--task", default=None, help="export: task description (default: the env id)")
-    parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: env name)")
+    parser.add_argument("--task", default=None, help="export: task string (default: the task's description, robolearn/data/feature_names.py)")
+    parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: so100 for the arm, rc_car for the car, else the env name)")
     parser.add_argument("--overwrite", action="store_true", help="export: replace a non-empty --out")
     parser.add_argument("--lerobot-version", choices=("v3.0", "v2.1"), default="v3.0",
                         help="export: LeRobot dataset codebase version (v3.0 is what LeRobot >= 0.4 reads; "

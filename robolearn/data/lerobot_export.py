@@ -21,6 +21,11 @@ A new data (video) file starts once the current one reaches `data_files_size_in_
 `update_chunk_file_indices` does. v2.1 writes one parquet and one MP4 per episode plus JSONL
 metadata (meta/episodes.jsonl, tasks.jsonl, episodes_stats.jsonl).
 
+Names (robolearn/data/feature_names.py): `observation.state` and `action` carry one name per
+element as LeRobot datasets do (`shoulder_pan.pos`, ..., `ee.x`, ...; actions `ee.dx` ... or
+`shoulder_pan.delta` ...), `robot_type` is the robot ("so100", "rc_car"), and the task string is
+the task's description unless `task=` is given.
+
 LeRobot frames pair observation t with action t, so an episode of N steps becomes N frames
 (the final observation, which has no action, is dropped; videos are cut to match). Videos are
 re-encoded to H.264 yuv420p, which every LeRobot decoder and the Hub viewer read.
@@ -35,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from robolearn.data.dataset import Dataset
+from robolearn.data.feature_names import action_names, robot_type as env_robot_type, state_names, task_description
 from robolearn.data.video import PORTABLE, VideoWriter, write_video
 from robolearn.errors import DatasetError
 
@@ -87,11 +93,11 @@ def export_lerobot(src: str | os.PathLike, out: str | os.PathLike, task: str | N
     if abs(fps - ds.control_hz) > 1e-6:
         raise DatasetError(f"{ds.root}: control rate {ds.control_hz} Hz is not an integer; LeRobot needs an "
                            "integer fps (record at an integer control_hz)")
-    task = task or ds.env_id
+    task = task or task_description(ds.env_id)
     cams = ds.cameras
     features = _features(ds, fps)
     (out / "meta").mkdir(parents=True, exist_ok=True)
-    common = dict(codebase_version=version, robot_type=robot_type or ds.env_id.split("/")[-1])
+    common = dict(codebase_version=version, robot_type=robot_type or env_robot_type(ds.env_id))
     if version == "v2.1":
         return _export_v21(ds, out, task, fps, features, common)
     return _export_v30(ds, out, task, fps, features, common, chunks_size,
@@ -105,8 +111,9 @@ def _features(ds: Dataset, fps: int) -> dict[str, dict]:
     features: dict[str, dict] = {}
     for k in vec_keys:
         shape = list(ds.observation_space[k].shape)
-        features[_feature_key(k, cams)] = {"dtype": "float32", "shape": [int(np.prod(shape))],
-                                           "names": [f"{k}_{i}" for i in range(int(np.prod(shape)))]}
+        dim = int(np.prod(shape))
+        names = state_names(ds.env_id, dim) if k == "state" else [f"{k}_{i}" for i in range(dim)]
+        features[_feature_key(k, cams)] = {"dtype": "float32", "shape": [dim], "names": names}
     for c in cams:
         h, w, ch = ds.observation_space[c].shape
         even = h % 2 == 0 and w % 2 == 0
@@ -115,7 +122,7 @@ def _features(ds: Dataset, fps: int) -> dict[str, dict]:
             "info": {"video.fps": float(fps), "video.height": h, "video.width": w, "video.channels": ch,
                      "video.codec": "h264", "video.pix_fmt": "yuv420p" if even else "yuv444p",
                      "video.is_depth_map": False, "has_audio": False}}
-    features["action"] = {"dtype": "float32", "shape": [act_dim], "names": [f"a_{i}" for i in range(act_dim)]}
+    features["action"] = {"dtype": "float32", "shape": [act_dim], "names": action_names(ds.env_id, act_dim)}
     features["next.reward"] = {"dtype": "float32", "shape": [1], "names": None}
     features["next.done"] = {"dtype": "bool", "shape": [1], "names": None}
     features["next.success"] = {"dtype": "bool", "shape": [1], "names": None}

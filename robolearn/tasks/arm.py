@@ -48,6 +48,10 @@ from robolearn.tasks.base import Evaluation, Task
 from robolearn.tasks.cube_orientation import canonical_cube_quat
 
 TASKS = ("reach", "push", "lift")
+#: each task in one sentence: the task string of a LeRobot export (meta/tasks.parquet)
+DESCRIPTIONS = {"reach": "Move the gripper to the target point.",
+                "push": "Push the cube to the goal position on the table.",
+                "lift": "Grasp the cube and lift it off the table."}
 CUBE_TASKS = ("push", "lift")                    # success needs the cube pose: a reward source on hardware
 BACKENDS = ("sim", "real")
 ACTION_MODES = ("ee_delta", "joint")

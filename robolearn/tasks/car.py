@@ -38,6 +38,8 @@ from robolearn.robot import Backend
 from robolearn.tasks.base import Evaluation, Task
 
 ENV_ID = "robolearn/CarLap-v0"
+#: the task in one sentence: the task string of a LeRobot export (meta/tasks.parquet)
+DESCRIPTION = "Drive laps around the track as fast as possible without touching the walls."
 MAX_EPISODE_STEPS = 1200          # 60 s at 20 Hz: the pure-pursuit driver needs about 25 s for 3 laps
 START_BEHIND_LINE = 0.4           # m behind the start line at reset
 START_NOISE = (0.1, 0.1, 0.1)     # uniform half-ranges: along track (m), lateral (m), yaw (rad)
