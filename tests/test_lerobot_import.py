@@ -180,6 +180,32 @@ def test_hindsight_goal_ends_each_episode_in_success(recorded, tmp_path):
     assert np.isfinite(tr["reward"]).all() and tr["terminated"].sum() == 3
 
 
+def test_v21_layout_imports_the_same(recorded, tmp_path):
+    """v2.1 keeps one parquet per episode (data/chunk-000/episode_000000.parquet)."""
+    import pyarrow.compute as pc
+
+    root, extra = recorded
+    lr = so100_from_export(root / "src", extra, tmp_path / "lr")
+    _import(lr, tmp_path / "v30")
+    f = lr / "data" / "chunk-000" / "file-000.parquet"
+    t = pq.read_table(f)
+    for e in range(3):
+        pq.write_table(t.filter(pc.equal(t["episode_index"], e)), f.parent / f"episode_{e:06d}.parquet")
+    f.unlink()
+    info = json.loads((lr / "meta" / "info.json").read_text())
+    info["codebase_version"] = "v2.1"
+    (lr / "meta" / "info.json").write_text(json.dumps(info))
+    rep = _import(lr, tmp_path / "v21")
+    assert rep.source_version == "v2.1"
+    a, b = load_transitions(tmp_path / "v30"), load_transitions(tmp_path / "v21")
+    np.testing.assert_array_equal(a["obs"]["state"], b["obs"]["state"])
+    np.testing.assert_array_equal(a["action"], b["action"])
+    info["codebase_version"] = "v1.6"
+    (lr / "meta" / "info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match="v1.6"):
+        _import(lr, tmp_path / "v16")
+
+
 def test_ee_delta_actions_and_clip_count(recorded, tmp_path):
     root, extra = recorded
     jumpy = [dict(e, q_cmd=e["q_cmd"].copy()) for e in extra]
