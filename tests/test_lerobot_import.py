@@ -322,18 +322,22 @@ def write_with_real_lerobot(py: str, tmp_path: Path, episodes: int, seed: int, n
 
 @pytest.mark.slow
 def test_rlpd_trains_arm_reach_from_imported_lerobot_demos(tmp_path):
-    """RLPD (joint actions) on 20 imported LeRobot episodes reaches >= 80% success."""
+    """RLPD (joint actions, --profile cpu) with 20 imported LeRobot episodes as prior data reaches
+    >= 80% eval success. NOT YET MET: measured on a 2-core CPU with lerobot-written demos (111
+    demo steps), 20 eval episodes every 1000 steps: 15/45/60/70/45/75% at 1k..6k env steps
+    (6000 steps: 9 min); more steps (ROBOLEARN_LEROBOT_RLPD_STEPS) were not tried."""
     py = os.environ.get("ROBOLEARN_LEROBOT_PYTHON")
     if py:
         lr = write_with_real_lerobot(py, tmp_path, episodes=20, seed=100, noise=0.1)
     else:
         extra = record_reach(tmp_path / "src", episodes=20, seed=100, noise=0.1)
         lr = so100_from_export(tmp_path / "src", extra, tmp_path / "lr")
-    steps = int(os.environ.get("ROBOLEARN_LEROBOT_RLPD_STEPS", "3000"))
+    steps = int(os.environ.get("ROBOLEARN_LEROBOT_RLPD_STEPS", "6000"))
     env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
     run = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "train", "--env", ENV_ID, "--algo", "rlpd",
                         "--demos", f"lerobot:deg:{lr}", "--env-kw", "action_mode=joint", "--steps", str(steps),
+                        "--profile", "cpu", "--learning-starts", "200", "--eval-every", "1000",
                         "--eval-episodes", "20", "--out", str(run), "--no-video", "--no-progress"],
                        capture_output=True, text=True, timeout=7200, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
