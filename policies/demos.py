@@ -1,5 +1,6 @@
-"""Prior data for the learners: demonstrations from a recorded dataset, an .npz of transitions,
-or rollouts of the task's scripted controller (`scripted:N`).
+"""Prior data for the learners: demonstrations from a recorded dataset, a LeRobot dataset
+(`lerobot:UNITS:DIR`, imported on the fly), an .npz of transitions, or rollouts of the task's
+scripted controller (`scripted:N`).
 
 Why one module: `train`, the async learner, fine-tuning and the reset-free trainer all seed
 replay the same way, with the same checks (no pickles, no NaN rewards, matching spaces).
@@ -27,14 +28,22 @@ def episode_count(spec: str, what: str = "--demos") -> int:
 
 
 def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
-    """Prior transitions from a dataset dir, an .npz of arrays, or `scripted:N` episodes."""
+    """Prior transitions from a dataset dir, a LeRobot dataset (`lerobot:UNITS:DIR`), an .npz of
+    arrays, or `scripted:N` episodes."""
     if spec.startswith("scripted:"):
         return collect_scripted(env, episode_count(spec), seed=seed)
+    if spec.startswith("lerobot:"):
+        return load_lerobot_demos(spec, env)
     path = Path(spec)
     if not path.exists():
         raise DatasetError(f"demos {path} not found: pass a recorded dataset folder "
                            "(robolearn record), an .npz of transitions, or scripted:N")
     if path.is_dir():
+        if (path / "meta" / "info.json").is_file() and not (path / "meta.json").is_file():
+            raise ConfigError(f"demos {path} is a LeRobot dataset: say the units of its joint positions, "
+                              f"which LeRobot does not record: --demos lerobot:deg:{path} (degrees, lerobot "
+                              f"use_degrees=True), lerobot:m100:{path} (-100..100, lerobot's default) or "
+                              f"lerobot:rad:{path}")
         try:
             from robolearn.data.dataset import Dataset, check_compatible, load_transitions
         except ImportError as exc:
@@ -57,6 +66,28 @@ def load_demos(spec: str, env: gym.Env, seed: int = 0) -> dict:
     if path.suffix != ".npz":
         raise DatasetError(f"demos {path}: expected a dataset folder or an .npz file")
     return load_npz_transitions(path)
+
+
+def load_lerobot_demos(spec: str, env: gym.Env) -> dict:
+    """`lerobot:UNITS:DIR`: import the LeRobot dataset DIR for this env's task (its action mode
+    and control rate; ArmReach goal in hindsight) into a temporary robolearn dataset and load it."""
+    import tempfile
+
+    from robolearn.data.lerobot_import import UNITS, import_lerobot
+
+    _, units, path = spec.split(":", 2) if spec.count(":") >= 2 else (None, None, None)
+    if units not in UNITS or not path:
+        raise ConfigError(f"--demos {spec!r}: write lerobot:UNITS:DIR with UNITS one of {list(UNITS)}")
+    task = getattr(env.unwrapped, "task", None)
+    env_spec = env.unwrapped.spec or env.spec
+    if task is None or env_spec is None or not hasattr(task, "action_mode"):
+        raise ConfigError(f"--demos {spec!r}: LeRobot demos need an arm env (robolearn/ArmReach-v0)")
+    with tempfile.TemporaryDirectory(prefix="robolearn-lerobot-") as tmp:
+        out = Path(tmp) / "demos"
+        rep = import_lerobot(path, out, units=units, env_id=env_spec.id,
+                             env_kwargs={"action_mode": task.action_mode, "control_hz": task.control_hz})
+        print(rep.line())
+        return load_demos(str(out), env)
 
 
 def load_npz_transitions(path: Path) -> dict:

@@ -1,27 +1,50 @@
-"""`robolearn dataset info|view|export DATASET`: inspect, look at, or convert a recorded dataset."""
+"""`robolearn dataset info|view|export|import DATASET`: inspect, look at, convert a recorded dataset,
+or import a LeRobot dataset as robolearn demonstrations."""
 from __future__ import annotations
 
 HELP = ("Inspect a recorded dataset (info), write a contact sheet PNG of an episode with its "
-        "actions plotted beside the frames (view), or export it to the LeRobot layout (export).")
+        "actions plotted beside the frames (view), export it to the LeRobot layout (export), or import a "
+        "LeRobot dataset (SO-100 joint positions) as a robolearn dataset of demos (import).")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("info", "view", "export"), help="what to do")
-    parser.add_argument("dataset", help="dataset directory written by `robolearn record`")
+    from robolearn.commands.env_kwargs import add_env_kw_argument
+
+    parser.add_argument("action", choices=("info", "view", "export", "import"), help="what to do")
+    parser.add_argument("dataset", help="dataset directory written by `robolearn record` (import: the "
+                        "LeRobot dataset directory to read)")
     parser.add_argument("--json", action="store_true", help="info: print the summary as JSON")
     parser.add_argument("--episode", type=int, default=None, help="view: episode index (default: the first)")
     parser.add_argument("--frames", type=int, default=8, help="view: frames per camera on the sheet (default 8)")
     parser.add_argument("--video", action="store_true",
                         help="view: write an MP4 (frames with the action history beside them) instead of a PNG")
     parser.add_argument("--out", default=None,
-                        help="view: PNG/MP4 path (default DATASET/view_episode_<n>.png|.mp4); export: output directory")
+                        help="view: PNG/MP4 path (default DATASET/view_episode_<n>.png|.mp4); export, import: "
+                             "output directory")
     parser.add_argument("--format", choices=("lerobot",), default="lerobot", help="export: target layout")
     parser.add_argument("--task", default=None, help="export: task string (default: the task's description, robolearn/data/feature_names.py)")
     parser.add_argument("--robot-type", default=None, help="export: LeRobot robot_type (default: so100 for the arm, rc_car for the car, else the env name)")
-    parser.add_argument("--overwrite", action="store_true", help="export: replace a non-empty --out")
+    parser.add_argument("--overwrite", action="store_true", help="export, import: replace a non-empty --out")
     parser.add_argument("--lerobot-version", choices=("v3.0", "v2.1"), default="v3.0",
                         help="export: LeRobot dataset codebase version (v3.0 is what LeRobot >= 0.4 reads; "
                              "v2.1 for older LeRobot installs)")
+    parser.add_argument("--from", dest="source_format", choices=("lerobot",), default="lerobot",
+                        help="import: source layout (LeRobot v3.0 or v2.1)")
+    parser.add_argument("--units", choices=("deg", "m100", "rad"), default=None,
+                        help="import (required): units of the LeRobot joint positions: deg (lerobot "
+                             "use_degrees=True), m100 (-100..100 over the joint range, lerobot's default), "
+                             "rad; the gripper is 0..100 for deg/m100")
+    parser.add_argument("--env", default="robolearn/ArmReach-v0",
+                        help="import: the task whose state/action/reward the demos get (default ArmReach)")
+    add_env_kw_argument(parser, note="import: action_mode=joint|ee_delta, control_hz=HZ (must equal the "
+                                     "dataset's fps)")
+    parser.add_argument("--goal", default="hindsight",
+                        help="import: ArmReach target: hindsight (the episode's final grasp-point position, "
+                             "default) or the name of a 3-vector feature holding it (m)")
+    parser.add_argument("--state-feature", default="observation.state",
+                        help="import: feature with the measured joint positions")
+    parser.add_argument("--action-feature", default="action",
+                        help="import: feature with the joint targets (the leader arm's positions)")
 
 
 def run(args) -> int:
@@ -31,6 +54,8 @@ def run(args) -> int:
         return _info(args)
     if args.action == "view":
         return _view(args)
+    if args.action == "import":
+        return _import(args)
     if args.out is None:
         raise ConfigError("dataset export needs --out DIR (the LeRobot dataset directory to write)")
     from robolearn.data.lerobot_export import export_lerobot
@@ -43,6 +68,26 @@ def run(args) -> int:
     cams = sum(f["dtype"] == "video" for f in info["features"].values())
     print(f"exported {info['total_episodes']} episodes / {info['total_frames']} frames "
           f"({cams} camera stream(s)) to {args.out} (LeRobot {info['codebase_version']}, {info['fps']} fps)")
+    return 0
+
+
+def _import(args) -> int:
+    from robolearn.commands.env_kwargs import parse_env_kwargs
+    from robolearn.data.lerobot_import import import_lerobot
+    from robolearn.errors import ConfigError
+
+    if args.out is None:
+        raise ConfigError("dataset import needs --out DIR (the robolearn dataset directory to write)")
+    if args.units is None:
+        raise ConfigError("dataset import needs --units deg|m100|rad: LeRobot does not record the units of "
+                          "its joint positions (lerobot 0.4: deg with use_degrees=True, else m100)")
+    rep = import_lerobot(args.dataset, args.out, units=args.units, env_id=args.env,
+                         env_kwargs=parse_env_kwargs(args.env_kw), goal=args.goal,
+                         state_feature=args.state_feature, action_feature=args.action_feature,
+                         overwrite=args.overwrite)
+    for w in rep.warnings:
+        print(f"warning: {w}")
+    print(rep.line())
     return 0
 
 
