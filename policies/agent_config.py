@@ -11,6 +11,8 @@ from robolearn.errors import ConfigError
 
 PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
 NETWORKS = ("mlp", "simba")
+ACTORS = ("gaussian", "flow")
+FLOW_VARIANTS = ("gated",)  # Flow-G; Flow-T (a Transformer decoder over the K steps) is not built yet
 
 
 @dataclass
@@ -28,6 +30,11 @@ class AgentConfig:
     simba_actor_blocks: int = 1
     simba_critic_width: int = 512
     simba_critic_blocks: int = 2
+    #: the policy: "gaussian" (tanh-squashed Gaussian) or "flow" (SAC Flow, Zhang et al. 2025:
+    #: a K-step gated flow with a noise-augmented rollout, its MLPs sized by actor_hidden)
+    actor: str = "gaussian"
+    flow_steps: int = 4  # K, the flow's steps (the paper's from-scratch setting)
+    flow_variant: str = "gated"  # Flow-G (GRU-style gated velocity)
     num_critics: int = 2  # ensemble size N
     num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
     actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
@@ -105,6 +112,19 @@ class AgentConfig:
                  "network='simba' normalises with LayerNorm and a running observation normaliser; "
                  "it does not compose with batch renormalisation (crossq's critic_batch_renorm / "
                  "actor_batch_renorm): use another preset or set network='mlp'")
+        need(self.actor in ACTORS, f"actor={self.actor!r}: choose one of {', '.join(map(repr, ACTORS))}")
+        if self.actor == "flow":
+            need(self.flow_steps >= 1, f"flow_steps={self.flow_steps} must be >= 1")
+            need(self.flow_variant in FLOW_VARIANTS,
+                 f"flow_variant={self.flow_variant!r}: choose one of {', '.join(map(repr, FLOW_VARIANTS))} "
+                 "(Flow-T, the Transformer variant, is not implemented)")
+            need(not self.actor_batch_renorm,
+                 "actor='flow' has no batch renormalisation, and this preset puts BatchRenorm in its "
+                 "actor (actor_batch_renorm=True, crossq): set actor='gaussian', or "
+                 "actor_batch_renorm=false to run crossq's critic with a flow actor")
+            need(self.network == "mlp",
+                 f"actor='flow' builds its velocity and noise networks as MLPs (actor_hidden); "
+                 f"network={self.network!r} has no flow actor: set actor='gaussian' or network='mlp'")
         need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
         need(self.privileged in PRIVILEGED_MODES,
              f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from robolearn.policies.agent_config import FLOW_VARIANTS
 from robolearn.policies.batchrenorm import BatchRenorm, EnsembleBatchRenorm
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -278,6 +279,88 @@ class Actor(nn.Module):
 
     def mode(self, feat: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(feat)[0])
+
+
+class FlowActor(nn.Module):
+    """SAC Flow's policy (Zhang et al. 2025, "SAC Flow: Sample-Efficient Reinforcement Learning
+    of Flow-Based Policies via Velocity-Reparameterized Sequential Modeling"), Flow-G variant.
+
+    A K-step flow read as a recurrent net: a_0 ~ N(0, I), then for k = 0..K-1 (t_k = k/K,
+    dt = 1/K) the gated, noise-augmented update
+        a_{k+1} = a_k + dt * z_k * (h_k - a_k) + sigma(s) * eps_k,   eps_k ~ N(0, I)
+    with the gate z_k = sigmoid(G([s, a_k, t_k])) and the candidate h_k = H([s, a_k, t_k])
+    (two MLPs, a GRU's update gate and candidate state). The action is tanh(a_K).
+
+    Why the noise: every transition is then a Gaussian, so the log-density of the whole chain,
+    log N(a_0; 0, I) + sum_k log N(a_{k+1}; a_k + dt v_k, sigma^2 I), is exact and cheap; with
+    the tanh log-determinant it is SAC's log pi. Why the gate: the update is a convex step
+    toward the candidate, so gradients through the K steps neither explode nor vanish (the
+    paper's fix for the naive flow actor's instability). The chain is reparameterised:
+    gradients reach every parameter through all K steps.
+
+    `mode` (evaluation, export): the chain from a_0 = 0 with eps = 0.
+    """
+
+    def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...], steps: int = 4,
+                 variant: str = "gated"):
+        super().__init__()
+        if variant not in FLOW_VARIANTS:
+            raise ValueError(f"flow variant {variant!r}: choose one of {FLOW_VARIANTS}")
+        self.in_features = int(feature_dim)
+        self.action_dim = int(action_dim)
+        self.steps = int(steps)
+        d = feature_dim + action_dim + 1
+        self.gate = mlp(d, hidden, action_dim)
+        self.candidate = mlp(d, hidden, action_dim)
+        self.noise = mlp(feature_dim, hidden, action_dim)  # state-conditioned log sigma
+        # the reference code's gate init: z = sigmoid(5) ~ 0.99, i.e. "take the candidate"
+        nn.init.zeros_(self.gate[-1].weight)
+        nn.init.constant_(self.gate[-1].bias, 5.0)
+
+    def velocity(self, feat: torch.Tensor, a: torch.Tensor, t: float) -> torch.Tensor:
+        """v(t, a, s) = z * (h - a): the gated velocity (Flow-G)."""
+        x = torch.cat([feat, a, torch.zeros_like(a[:, :1]) + t], dim=-1)
+        return torch.sigmoid(self.gate(x)) * (self.candidate(x) - a)
+
+    def log_sigma(self, feat: torch.Tensor) -> torch.Tensor:
+        """Per-dimension log noise scale of every transition, smoothly bounded to
+        [LOG_STD_MIN, LOG_STD_MAX] like the Gaussian actor's log std."""
+        s = self.noise(feat)
+        return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(s) + 1.0)
+
+    def rollout(self, feat: torch.Tensor, generator: torch.Generator | None = None
+                ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The noisy chain [a_0, ..., a_K] and its log-density (B,) before the tanh."""
+        shape = (feat.shape[0], self.action_dim)
+        a = torch.randn(shape, generator=generator, device=feat.device, dtype=feat.dtype)
+        half_log_2pi = 0.5 * math.log(2 * math.pi)
+        log_prob = (-0.5 * a.pow(2) - half_log_2pi).sum(-1)
+        log_sigma = self.log_sigma(feat)
+        sigma = log_sigma.exp()
+        chain = [a]
+        dt = 1.0 / self.steps
+        for k in range(self.steps):
+            eps = torch.randn(shape, generator=generator, device=feat.device, dtype=feat.dtype)
+            a = a + dt * self.velocity(feat, a, k * dt) + sigma * eps
+            # log N(a_{k+1}; mean, sigma^2) with a_{k+1} - mean = sigma * eps
+            log_prob = log_prob + (-0.5 * eps.pow(2) - log_sigma - half_log_2pi).sum(-1)
+            chain.append(a)
+        return chain, log_prob
+
+    def sample(self, feat: torch.Tensor, generator: torch.Generator | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised action in (-1, 1) and its log-probability (B,)."""
+        chain, log_prob = self.rollout(feat, generator)
+        u = chain[-1]
+        log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
+        return torch.tanh(u), log_prob
+
+    def mode(self, feat: torch.Tensor) -> torch.Tensor:
+        a = torch.zeros_like(feat[:, :1]).expand(-1, self.action_dim)
+        dt = 1.0 / self.steps
+        for k in range(self.steps):
+            a = a + dt * self.velocity(feat, a, k * dt)
+        return torch.tanh(a)
 
 
 class RunningNorm(nn.Module):

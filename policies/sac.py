@@ -38,7 +38,7 @@ from robolearn.policies.agent_config import AgentConfig, _check_spaces
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.cuda_graph import GraphedUpdate
-from robolearn.policies.networks import Actor, Critic, RunningNorm, detached_alias
+from robolearn.policies.networks import Actor, Critic, FlowActor, RunningNorm, detached_alias
 
 
 class Agent:
@@ -95,10 +95,14 @@ class Agent:
             actor_dim = feat_dim + (self.privileged_dim if self.actor_privileged else 0)
             brn = dict(momentum=cfg.renorm_momentum, warmup_steps=cfg.renorm_warmup)
             simba = cfg.network == "simba"
-            self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
-                               batch_renorm=brn if cfg.actor_batch_renorm else None,
-                               simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None
-                               ).to(self.device)
+            if cfg.actor == "flow":  # SAC Flow (same sample/mode contract as the Gaussian)
+                self.actor = FlowActor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
+                                       steps=cfg.flow_steps, variant=cfg.flow_variant).to(self.device)
+            else:
+                self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
+                                   batch_renorm=brn if cfg.actor_batch_renorm else None,
+                                   simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None
+                                   ).to(self.device)
             # eval mode except in the actor loss: acting and the TD target's next action read
             # running statistics (matters with actor_batch_renorm only)
             self.actor.train(False)

@@ -57,7 +57,7 @@ def pretrained_state(checkpoint: str | Path) -> tuple[Path, dict]:
 #: so a checkpoint stays loadable after a preset's defaults change
 NETWORK_OPTIONS = ("actor_hidden", "critic_hidden", "num_critics", "critic_layer_norm", "critic_dropout",
                    "critic_batch_renorm", "target_network", "pixels", "feature_dim", "encoder_filters",
-                   "encoder_layers", "normalize_obs")
+                   "encoder_layers", "normalize_obs", "actor", "flow_steps", "flow_variant")
 
 
 def pretrained_network_options(checkpoint: str | Path) -> dict:
