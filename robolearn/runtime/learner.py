@@ -26,6 +26,7 @@ import numpy as np
 from robolearn.errors import ConfigError
 from robolearn.runtime import messages as M
 from robolearn.runtime.config import LaunchConfig, to_dict
+from robolearn.runtime.socket_events import SocketEventLog
 from robolearn.jsonfile import write_json_atomic
 
 log = logging.getLogger("robolearn.runtime.learner")
@@ -115,9 +116,7 @@ class Learner:
         self.nonfinite = 0           # transitions refused for NaN/inf (counted, logged)
         self.refused = 0
         self.dropped_unknown = 0
-        self.peer_disconnects = 0    # data-port connections ZeroMQ closed (oversized frame, actor exit)
-        self.rejected_handshakes = 0  # Curve handshakes refused (key not authorised) or malformed
-        self._last_event_log = {}
+        self.socket_log = SocketEventLog(self.lcfg.max_message_bytes)
         self.last_eval: dict | None = None
         self.eval_curve: list[tuple[int, float]] = []  # (env_steps, success rate)
         self.sockets = None
@@ -161,39 +160,16 @@ class Learner:
         return added
 
     def socket_events(self) -> None:
-        """Count and log what ZeroMQ did below the messages: dropped connections (a frame over
-        max_message_bytes is dropped by cutting its sender's connection) and refused Curve
-        handshakes. Repeats of one kind are logged at most every 10 s, with the count."""
-        import zmq
+        if self.sockets is not None:
+            self.socket_log.read(self.sockets.events())
 
-        if self.sockets is None:
-            return
-        for channel, event, value in self.sockets.events():
-            if event == zmq.EVENT_DISCONNECTED:
-                if channel != "data":
-                    continue  # a subscriber leaving the weights port loses nothing
-                self.peer_disconnects += 1
-                self._event_log("disconnect", logging.WARNING,
-                                "data port: ZeroMQ closed an actor's connection (%d so far): either the "
-                                "actor exited, or it sent a frame over max_message_bytes = %d bytes, "
-                                "which ZeroMQ drops together with the connection (the actor "
-                                "reconnects; raise max_message_bytes on both sides or send smaller "
-                                "batches)", self.peer_disconnects, self.lcfg.max_message_bytes)
-            else:
-                self.rejected_handshakes += 1
-                why = ("its Curve key is not authorised (not in the learner's keys folder)"
-                       if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                       else f"the handshake failed (ZeroMQ event {event}, value {value}: wrong "
-                            "server key or not Curve)")
-                self._event_log("handshake", logging.ERROR,
-                                "%s port: refused a connection (%d so far): %s",
-                                channel, self.rejected_handshakes, why)
+    @property
+    def peer_disconnects(self) -> int:
+        return self.socket_log.peer_disconnects
 
-    def _event_log(self, kind: str, level: int, fmt: str, *args) -> None:
-        now = time.monotonic()
-        if now - self._last_event_log.get(kind, -1e9) >= 10.0:
-            self._last_event_log[kind] = now
-            log.log(level, fmt, *args)
+    @property
+    def rejected_handshakes(self) -> int:
+        return self.socket_log.rejected_handshakes
 
     def _handle(self, frames: list[bytes]) -> int:
         if len(frames) != 2:
