@@ -130,6 +130,7 @@ class Learner:
         curve = CurveServer(Path(self.cfg.keys)) if self.cfg.keys else None
         self.sockets = LearnerSockets(self.lcfg.host, data_port, weights_port, curve=curve,
                                       max_bytes=self.lcfg.max_message_bytes)
+        self.socket_log.max_message_bytes = int(self.lcfg.max_message_bytes)  # what the sockets enforce
         return self.sockets.data_endpoint, self.sockets.weights_endpoint
 
     def _reply(self, identity: bytes, msg_type: str, **fields) -> None:
