@@ -248,3 +248,33 @@ def test_resume_with_prior_runs_is_bit_identical(earlier_run, tmp_path):
     a = json.loads((tmp_path / "straight" / "summary.json").read_text())
     b = json.loads((tmp_path / "stopped" / "summary.json").read_text())
     assert a["prior_runs"] == b["prior_runs"] and a["eval_return"] == b["eval_return"]
+
+
+def test_launch_file_replay_table(tmp_path, earlier_run):
+    from robolearn.policies.train_config import load_launch
+
+    f = tmp_path / "rae.toml"
+    f.write_text(f'env = "Pendulum-v1"\nsteps = 100\n[replay]\nprior_runs = ["{earlier_run}"]\n'
+                 'prior_fraction = 0.3\n')
+    cfg = load_launch(f)
+    assert cfg.replay == {"prior_runs": [str(earlier_run)], "prior_fraction": 0.3}
+    f.write_text('env = "Pendulum-v1"\n[replay]\nprior_runs = ["a"]\nmix = 0.3\n')
+    with pytest.raises(ConfigError, match=r"\[replay\]: unknown key\(s\) 'mix'"):
+        load_launch(f)
+
+
+def test_rlpd_demos_and_prior_runs_share_one_prior_buffer(earlier_run, tmp_path):
+    stored = _stored_transitions(earlier_run)
+    demos = tmp_path / "demos.npz"
+    np.savez(demos, obs_state=stored["obs"]["state"][:20], next_obs_state=stored["next_obs"]["state"][:20],
+             action=stored["action"][:20], reward=stored["reward"][:20],
+             terminated=stored["terminated"][:20], truncated=stored["truncated"][:20])
+    cfg = TrainConfig(out=str(tmp_path / "rlpd"), algo="rlpd", demos=str(demos),
+                      replay={"prior_runs": [str(earlier_run)]}, **{**PEND, "agent": {**TINY, "utd": 1}})
+    trainer = build_trainer(cfg)
+    try:
+        assert len(trainer.prior) == 20 + len(stored["reward"])
+        assert len(trainer.replay) == 0 and trainer.sampler.prior_fraction == 0.5
+        assert trainer.prior.capacity >= 20 + len(stored["reward"]) + cfg.steps  # room for interventions
+    finally:
+        trainer.close()
