@@ -20,15 +20,22 @@ def make_buffer(observation_space, action_space, agent_config, capacity: int, se
 
 def build_replays(observation_space, action_space, agent_config, capacity: int, seed: int,
                   demos: dict | None = None, prior_capacity: int = 0,
-                  prior_fraction: float | None = None):
+                  prior_fraction: float | None = None, prior_data: list[dict] | None = None,
+                  demos_in_prior: bool = True):
     """(replay, prior, sampler). With `prior_capacity` > 0 a prior buffer (seeded `seed + 1`)
-    holds `demos` and the sampler mixes `prior_fraction` of it into every batch; otherwise the
-    demos, if any, seed the online replay."""
+    holds `demos` (unless `demos_in_prior` is False) then `prior_data` (earlier runs'
+    transitions, Replay across Experiments: policies/prior_runs.py), and the sampler mixes
+    `prior_fraction` of it into every batch; otherwise the demos, if any, seed the online replay."""
     replay = make_buffer(observation_space, action_space, agent_config, capacity, seed)
     prior, sampler = None, replay
     if prior_capacity:
-        prior, sampler = add_prior(replay, observation_space, action_space, agent_config, demos,
-                                   prior_capacity, seed + 1, prior_fraction)
+        prior, sampler = add_prior(replay, observation_space, action_space, agent_config,
+                                   demos if demos_in_prior else None, prior_capacity, seed + 1,
+                                   prior_fraction)
+        for data in prior_data or []:
+            transitions_to_buffer(data, prior)
+        if demos is not None and not demos_in_prior:
+            transitions_to_buffer(demos, replay)
     elif demos is not None:
         transitions_to_buffer(demos, replay)
     return replay, prior, sampler

@@ -26,6 +26,9 @@ def finished_summary(trainer) -> dict:
         "checkpoint": str(find_checkpoint(trainer.dir)),
         "rejected_missing_reward": trainer.rejected_missing_reward,
     }
+    if trainer.prior_runs_report:  # RaE: what each earlier run / dataset added, relabelled or not
+        summary["prior_runs"] = trainer.prior_runs_report
+        summary["prior_fraction"] = trainer.prior_fraction
     if trainer.cfg.profile:
         summary["profile"] = trainer.cfg.profile
         summary["profile_options"] = {k: getattr(trainer.agent.config, k) for k in trainer.profile}

@@ -18,6 +18,11 @@ from robolearn.reward_config import reward_config
 #: or autonomous practice on physical resets (robolearn/compose/training.py picks the hooks)
 RESETS = ("env", "learned", "practice")
 
+#: Replay across Experiments (Tirumala et al.): the share of every batch drawn from earlier runs'
+#: data. RaE replays prior and online data at a fixed ratio, 50/50 by default (docs/learners.md)
+RAE_PRIOR_FRACTION = 0.5
+REPLAY_KEYS = ("prior_runs", "prior_fraction")
+
 
 @dataclass
 class TrainConfig:
@@ -52,6 +57,7 @@ class TrainConfig:
     overwrite: bool = False             # a new run may replace an earlier run in `out`
     resets: str = "env"                 # env: the env's own | learned: forward/backward agents | practice
     reward: dict = field(default_factory=dict)  # [reward] table: a learned reward (robolearn.rewards)
+    replay: dict = field(default_factory=dict)  # [replay] table: prior_runs, prior_fraction (RaE)
 
     def run_dir(self) -> Path:
         if self.out:
@@ -75,10 +81,35 @@ class TrainConfig:
                               "(autonomous practice with physical resets, robolearn.resets.practice_trainer)")
         if self.reward:
             reward_config(self.reward)
-        for name in ("env_kwargs", "agent", "reality_gap", "reward"):
+        for name in ("env_kwargs", "agent", "reality_gap", "reward", "replay"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
+        replay_options(self.replay)
         return self
+
+    @property
+    def prior_runs(self) -> list[str]:
+        return replay_options(self.replay)[0]
+
+
+def replay_options(table: dict) -> tuple[list[str], float | None]:
+    """(prior_runs, prior_fraction or None when not given) of a `[replay]` table, checked:
+    unknown keys, a non-list of paths or a fraction outside (0, 1) are a ConfigError naming it."""
+    check_keys(table, REPLAY_KEYS, "[replay]")
+    runs = table.get("prior_runs", [])
+    if isinstance(runs, str) or not isinstance(runs, (list, tuple)) or \
+            not all(isinstance(p, str) and p for p in runs):
+        raise ConfigError(f"[replay] prior_runs={runs!r}: must be a list of run or dataset folder "
+                          "paths, e.g. prior_runs = [\"runs/a\", \"datasets/b\"]")
+    fraction = table.get("prior_fraction")
+    if fraction is not None:
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < fraction < 1.0:
+            raise ConfigError(f"[replay] prior_fraction={fraction!r}: must be a number in (0, 1), the "
+                              f"share of every batch drawn from the prior runs (default {RAE_PRIOR_FRACTION})")
+        if not runs:
+            raise ConfigError("[replay] prior_fraction is set but prior_runs is empty: name the earlier "
+                              "runs or datasets to mix in, or drop prior_fraction")
+    return list(runs), (float(fraction) if fraction is not None else None)
 
 
 def config_from_dict(d: dict, source: str = "config") -> TrainConfig:

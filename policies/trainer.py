@@ -42,9 +42,11 @@ from robolearn.policies.demos import load_demos
 from robolearn.policies.env_building import evaluation_env_kwargs, make_env
 from robolearn.policies.progress import Eta
 from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
+from robolearn.data.replay import slots_needed
+from robolearn.policies.prior_runs import load_prior_runs
 from robolearn.policies.replay_setup import build_replays
 from robolearn.policies.run_folder import MetricsLog, clear_earlier_run, config_dict
-from robolearn.policies.train_config import TrainConfig, config_from_dict
+from robolearn.policies.train_config import RAE_PRIOR_FRACTION, TrainConfig, config_from_dict, replay_options
 from robolearn.policies.trainer_hooks import TrainerHooks, reset_record
 from robolearn.policies.run_summary import finished_summary, interrupted_summary
 from robolearn.policies.trainer_state import restore_trainer, save_trainer_checkpoint
@@ -59,20 +61,24 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, hooks: TrainerHooks | None = None,
                  wrap_env: Callable[[gym.Env], gym.Env] | None = None,
-                 _resumed_state: dict | None = None):
+                 _resumed_state: dict | None = None, relabel_prior=None):
+        """`relabel_prior(transitions, path) -> rewards`: this run's reward model scoring earlier
+        runs' data whose reward meant something else ([replay] prior_runs; built by
+        robolearn.compose.training, since reward models live above this layer)."""
         self.cfg = cfg.validate()
         self.hooks = hooks or TrainerHooks()
         self._resumed_from = _resumed_state
         self._eval_env: gym.Env | None = None
         self.env = None
         try:
-            self._build(cfg, wrap_env, _resumed_state)
+            self._build(cfg, wrap_env, _resumed_state, relabel_prior)
             self.hooks.setup(self, _resumed_state)
         except BaseException:
             self.close()
             raise
 
-    def _build(self, cfg: TrainConfig, wrap_env, _resumed_state: dict | None) -> None:
+    def _build(self, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
+               relabel_prior=None) -> None:
         if cfg.algo not in ALGOS:  # before building an env: a typo should fail fast
             raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
                               "(see `robolearn algos`)")
@@ -107,26 +113,46 @@ class Trainer:
             print(f"profile {cfg.profile}: {cfg.algo} runs with {used or 'its preset unchanged'} "
                   "(lighter than the paper's settings to fit this machine; docs/learners.md)", flush=True)
         ac = self.agent.config
-        prior_fraction = getattr(ac, "prior_fraction", None)
-        demos = None
+        # RaE: earlier runs' data share the prior buffer; [replay] prior_fraction, else the agent's
+        # own (rlpd: 0.5), else RaE's fixed ratio (policies/train_config.RAE_PRIOR_FRACTION)
+        prior_runs, rae_fraction = replay_options(cfg.replay)
+        agent_fraction = float(getattr(ac, "prior_fraction", 0.0) or 0.0)
+        prior_fraction = agent_fraction or None
+        if prior_runs:
+            prior_fraction = rae_fraction or agent_fraction or RAE_PRIOR_FRACTION
+        demos, prior_data = None, None
         if _resumed_state is None:
             if cfg.demos:
                 demos = load_demos(cfg.demos, self.env, seed=cfg.seed)
             self.demo_count = len(demos["action"]) if demos is not None else 0
-            use_prior = bool(demos is not None and prior_fraction)
+            demos_in_prior = bool(demos is not None and agent_fraction)
+            self.prior_runs_report: list[dict] = []
+            if prior_runs:  # only for a new run: a resumed one restores its prior buffer
+                prior_data, self.prior_runs_report = load_prior_runs(
+                    prior_runs, self.env, cfg.env, cfg.obs, cfg.reward, self.env_kwargs,
+                    run_dir=self.dir, relabel=relabel_prior)
             # RLPD: demos (+ interventions) are the prior half of every batch. Other algos: the
             # demos simply seed the online replay, which is sized to hold them too.
             # --buffer-size, else the run's steps up to the preset's replay_capacity (drq: 100k)
             capacity = self.hooks.replay_capacity(cfg) or min(cfg.steps, int(ac.replay_capacity))
-            self.replay_capacity = capacity + (0 if use_prior else self.demo_count)
-            self.prior_capacity = self.demo_count + cfg.steps if use_prior else 0
+            self.replay_capacity = capacity + (0 if demos_in_prior else self.demo_count)
+            self.prior_capacity = self.demo_count + cfg.steps if demos_in_prior else 0
+            if prior_data:  # room for every prior transition (and its pad slots): none overwritten
+                self.prior_capacity += sum(slots_needed(d) for d in prior_data)
+                if not demos_in_prior and cfg.intervene:  # interventions join the prior data
+                    self.prior_capacity += cfg.steps
+                self.prior_capacity = max(self.prior_capacity, 2)
         else:
+            demos_in_prior = True
             self.demo_count = int(_resumed_state["demo_count"])
             self.replay_capacity = int(_resumed_state["replay_capacity"])
             self.prior_capacity = int(_resumed_state["prior_capacity"])
+            self.prior_runs_report = list(_resumed_state.get("prior_runs", []))
+        self.prior_fraction = prior_fraction if self.prior_capacity else None
         self.replay, self.prior, self.sampler = build_replays(
             self.env.observation_space, self.env.action_space, ac, self.replay_capacity, cfg.seed,
-            demos=demos, prior_capacity=self.prior_capacity, prior_fraction=prior_fraction)
+            demos=demos, prior_capacity=self.prior_capacity, prior_fraction=prior_fraction,
+            prior_data=prior_data, demos_in_prior=demos_in_prior)
         # counters and loop state
         self.env_steps = 0
         self.episodes = 0

@@ -31,6 +31,7 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
         "env_steps": trainer.env_steps, "updates": trainer.updates, "episodes": trainer.episodes,
         "wall_s": trainer.wall_before, "update_time_s": trainer.update_time, "demo_count": trainer.demo_count, "final": final,
         "replay_capacity": trainer.replay_capacity, "prior_capacity": trainer.prior_capacity,
+        "prior_runs": trainer.prior_runs_report,
         "last_eval": trainer.last_eval, "loss_acc": trainer._loss_acc,
         "rejected_missing_reward": trainer.rejected_missing_reward,
         "rng": {"loop": json_rng(trainer.rng.bit_generator.state), "env": json_rng(env_rng),

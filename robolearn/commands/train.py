@@ -41,6 +41,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("launch", nargs="?", help="launch TOML file (e.g. launch/demo_arm_reach.toml)")
     for name, (typ, help_text) in FLAGS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None, help=help_text)
+    parser.add_argument("--prior-runs", dest="prior_runs", nargs="+", default=None, metavar="PATH",
+                        help="Replay across Experiments: earlier run folders and recorded datasets whose "
+                             "transitions are mixed into every batch (launch file: [replay] prior_runs; "
+                             "share: [replay] prior_fraction, default 0.5); docs/learners.md")
     parser.add_argument("--resume", metavar="RUN_DIR", default=None,
                         help="continue a run from its latest checkpoint (optionally with a larger --steps)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -93,7 +97,8 @@ def run(args) -> int:
         if args.overwrite:
             raise ConfigError("--resume continues the run in RUN_DIR; --overwrite would delete it: pass one")
         given = {k for k in (*FLAGS, "privileged_obs") if getattr(args, k) is not None} - {"steps"}
-        extra = (["--set"] if args.set else []) + (["--env-kw"] if args.env_kw else [])
+        extra = (["--set"] if args.set else []) + (["--env-kw"] if args.env_kw else []) + \
+            (["--prior-runs"] if args.prior_runs else [])
         if given or extra:
             raise ConfigError(f"--resume continues a run with its saved config; only --steps, "
                               f"--no-video and --no-progress may change (got {sorted(given) + extra})")
@@ -116,6 +121,8 @@ def run(args) -> int:
         if args.privileged_obs:
             d["env_kwargs"] = {**d["env_kwargs"], "privileged_obs": True}
         d["agent"] = {**d["agent"], **parse_overrides(args.set)}
+        if args.prior_runs:  # the CLI's list replaces the launch file's
+            d["replay"] = {**d["replay"], "prior_runs": list(args.prior_runs)}
         trainer = build_trainer(config_from_dict(d, source="train options"))
     try:
         summary = trainer.run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from robolearn.errors import ConfigError
 from robolearn.policies.train_config import TrainConfig
 from robolearn.policies.trainer import Trainer
 from robolearn.policies.trainer_hooks import TrainerHooks
@@ -40,11 +41,42 @@ def env_wrapper(cfg: TrainConfig):
     return None
 
 
-def build_trainer(cfg: TrainConfig, resumed_state: dict | None = None) -> Trainer:
-    """A `Trainer` for `cfg` (validated first, so a bad option fails before any env is built)."""
+def prior_relabeler(cfg: TrainConfig):
+    """`relabel(transitions, path) -> rewards` for earlier runs' data ([replay] prior_runs) whose
+    stored reward means something else than this run's: this run's `[reward]` model scores each
+    transition's `next_obs` (NaN where it has no answer: that transition is dropped, counted).
+    None when the run has no reward model (a human's labels cannot score recorded data)."""
+    if not cfg.reward or cfg.reward.get("kind") == "human" or not cfg.prior_runs:
+        return None
+    from robolearn.reward_config import reward_config
+    from robolearn.rewards.serving import TransitionLabeler, build_model
+
+    labeler = []  # built on first use: only when some prior data needs it
+
+    def relabel(transitions: dict, path: str):
+        if not labeler:
+            labeler.append(TransitionLabeler(build_model(reward_config(cfg.reward))))
+        need = list(getattr(labeler[0].source.inner, "cameras", []) or [])
+        have = sorted(transitions["next_obs"])
+        missing = [c for c in need if c not in have]
+        if missing:
+            raise ConfigError(f"[replay] prior_runs {path}: the [reward] model reads camera(s) {missing}, "
+                              f"but the stored observations carry {have}; relabelling needs them: train "
+                              "with obs = \"both\" (and the model's camera options) or drop this path")
+        reward, _, _ = labeler[0].label(transitions["next_obs"])
+        return reward
+
+    return relabel
+
+
+def build_trainer(cfg: TrainConfig, resumed_state: dict | None = None, relabel_prior=None) -> Trainer:
+    """A `Trainer` for `cfg` (validated first, so a bad option fails before any env is built).
+    `relabel_prior` replaces the `[reward]` model's relabelling of prior runs (tests)."""
     cfg = cfg.validate()
+    if relabel_prior is None and resumed_state is None:
+        relabel_prior = prior_relabeler(cfg)
     return Trainer(cfg, hooks=make_hooks(cfg, resumed_state), wrap_env=env_wrapper(cfg),
-                   _resumed_state=resumed_state)
+                   _resumed_state=resumed_state, relabel_prior=relabel_prior)
 
 
 def resume_trainer(run_dir: str | Path, steps: int | None = None, progress: bool | None = None,

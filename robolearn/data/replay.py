@@ -287,6 +287,21 @@ class ReplayBuffer:
                  truncated=self._truncated, intervention=self._intervention, valid=self._valid)
         return d
 
+    def transitions(self) -> dict:
+        """Every sampleable one-step transition, oldest first, as the dict
+        `transitions_to_buffer` takes (raw rewards, not n-step sums): how an earlier run's
+        replay becomes prior data for a new run (policies/prior_runs.py)."""
+        cap = self.capacity
+        order = (np.arange(self._filled) if self._filled < cap
+                 else (np.arange(cap) + self._ptr) % cap)
+        idx = order[self._valid[order]]
+        nxt = (idx + 1) % cap
+        return {"obs": {k: a[idx] for k, a in self._obs.items()},
+                "next_obs": {k: a[nxt] for k, a in self._obs.items()},
+                "action": self._action[idx].copy(), "reward": self._reward[idx].copy(),
+                "terminated": self._terminated[idx].copy(), "truncated": self._truncated[idx].copy(),
+                "intervention": self._intervention[idx].copy()}
+
     def state_equal(self, other: "ReplayBuffer") -> bool:
         """Same contents, counters and RNG state (for resume tests)."""
         a, b = self._named_storage(), other._named_storage()
@@ -420,6 +435,22 @@ class MixedSampler:
         if n_prior > 0:
             parts.append(self.prior.sample(n_prior))
         return parts[0] if len(parts) == 1 else Batch.concat(parts)
+
+
+def slots_needed(transitions: dict) -> int:
+    """Buffer slots `transitions_to_buffer` uses for `transitions`: one per transition, plus a
+    pad slot after each episode end and each break in the stream (a next observation that is
+    not the following transition's observation). A prior buffer sized so never overwrites."""
+    n = len(transitions["action"])
+    if n == 0:
+        return 0
+    done = np.asarray(transitions["terminated"], bool) | np.asarray(transitions["truncated"], bool)
+    joined = np.ones(max(n - 1, 0), bool)
+    for k, nxt in transitions["next_obs"].items():
+        a, b = np.asarray(nxt)[:-1], np.asarray(transitions["obs"][k])[1:]
+        joined &= np.all((a == b).reshape(len(a), -1), axis=1)
+    segments = int(done.sum()) + int((~joined & ~done[:-1]).sum()) + int(not done[-1])
+    return n + segments
 
 
 def transitions_to_buffer(transitions: dict, buffer: ReplayBuffer) -> ReplayBuffer:
