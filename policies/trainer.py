@@ -32,25 +32,19 @@ from typing import Callable
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from robolearn.errors import ConfigError, ResetError, TrainingError
 from robolearn.jsonfile import write_json_atomic
 from robolearn.policies import evaluation
 from robolearn.policies.checkpoints import CHECKPOINTS, find_checkpoint, read_json_file
-from robolearn.policies.demos import load_demos
-from robolearn.policies.env_building import evaluation_env_kwargs, make_env
+from robolearn.policies.env_building import make_env
 from robolearn.policies.progress import Eta
-from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
-from robolearn.data.replay import slots_needed
-from robolearn.policies.prior_runs import load_prior_runs
-from robolearn.policies.replay_setup import build_replays
 from robolearn.policies.run_folder import MetricsLog, clear_earlier_run, config_dict
-from robolearn.policies.train_config import RAE_PRIOR_FRACTION, TrainConfig, config_from_dict, replay_options
+from robolearn.policies.train_config import TrainConfig, config_from_dict
 from robolearn.policies.trainer_hooks import TrainerHooks, reset_record
 from robolearn.policies.run_summary import finished_summary, interrupted_summary
+from robolearn.policies.trainer_setup import build_run
 from robolearn.policies.trainer_state import restore_trainer, save_trainer_checkpoint
-from robolearn.reset_report import ResetStats
 from robolearn.run_lock import lock_folder
 
 
@@ -79,96 +73,7 @@ class Trainer:
 
     def _build(self, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
                relabel_prior=None) -> None:
-        if cfg.algo not in ALGOS:  # before building an env: a typo should fail fast
-            raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
-                              "(see `robolearn algos`)")
-        torch.set_num_threads(cfg.threads)
-        self.dir = cfg.run_dir()
-        self.env_kwargs = self.hooks.env_kwargs(cfg)
-        self._eval_kwargs = evaluation_env_kwargs(self.env_kwargs)
-        # [reward]: the training env's reward and termination come from the reward model; the
-        # eval env keeps the task's own (in sim: the ground truth the model is judged by)
-        human = cfg.reward.get("kind") == "human"
-        train_kwargs = ({**self.env_kwargs, "reward_source": dict(cfg.reward)} if cfg.reward and not human
-                        else self.env_kwargs)
-        self.env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, train_kwargs, cfg.reality_gap,
-                            cfg.sim_params)
-        if wrap_env is not None:  # human labels / interventions (robolearn/compose/training.py)
-            self.env = wrap_env(self.env)
-        self.env = self.hooks.wrap_env(self.env)
-        self.profile = profile_overrides(cfg.profile, cfg.algo)  # under the user's own options
-        overrides = {**self.profile, **cfg.agent}
-        if cfg.obs != "state":  # camera observations: the DrQ conv encoder composes with any preset
-            overrides.setdefault("pixels", True)
-        if cfg.utd is not None:
-            overrides["utd"] = cfg.utd
-        if cfg.learning_starts is not None:
-            overrides["learning_starts"] = cfg.learning_starts
-        self.agent = make_agent(cfg.algo, self.env.observation_space, self.env.action_space,
-                                seed=cfg.seed, **overrides)
-        self.agent.require_learning()
-        self.agent_overrides = overrides
-        if cfg.profile:  # said at start and kept in summary.json: never a silent change of preset
-            used = {k: getattr(self.agent.config, k) for k in self.profile}
-            print(f"profile {cfg.profile}: {cfg.algo} runs with {used or 'its preset unchanged'} "
-                  "(lighter than the paper's settings to fit this machine; docs/learners.md)", flush=True)
-        ac = self.agent.config
-        # RaE: earlier runs' data share the prior buffer; [replay] prior_fraction, else the agent's
-        # own (rlpd: 0.5), else RaE's fixed ratio (policies/train_config.RAE_PRIOR_FRACTION)
-        prior_runs, rae_fraction = replay_options(cfg.replay)
-        agent_fraction = float(getattr(ac, "prior_fraction", 0.0) or 0.0)
-        prior_fraction = agent_fraction or None
-        if prior_runs:
-            prior_fraction = rae_fraction or agent_fraction or RAE_PRIOR_FRACTION
-        demos, prior_data = None, None
-        if _resumed_state is None:
-            if cfg.demos:
-                demos = load_demos(cfg.demos, self.env, seed=cfg.seed)
-            self.demo_count = len(demos["action"]) if demos is not None else 0
-            demos_in_prior = bool(demos is not None and agent_fraction)
-            self.prior_runs_report: list[dict] = []
-            if prior_runs:  # only for a new run: a resumed one restores its prior buffer
-                prior_data, self.prior_runs_report = load_prior_runs(
-                    prior_runs, self.env, cfg.env, cfg.obs, cfg.reward, self.env_kwargs,
-                    run_dir=self.dir, relabel=relabel_prior)
-            # RLPD: demos (+ interventions) are the prior half of every batch. Other algos: the
-            # demos simply seed the online replay, which is sized to hold them too.
-            # --buffer-size, else the run's steps up to the preset's replay_capacity (drq: 100k)
-            capacity = self.hooks.replay_capacity(cfg) or min(cfg.steps, int(ac.replay_capacity))
-            self.replay_capacity = capacity + (0 if demos_in_prior else self.demo_count)
-            self.prior_capacity = self.demo_count + cfg.steps if demos_in_prior else 0
-            if prior_data:  # room for every prior transition (and its pad slots): none overwritten
-                self.prior_capacity += sum(slots_needed(d) for d in prior_data)
-                if not demos_in_prior and cfg.intervene:  # interventions join the prior data
-                    self.prior_capacity += cfg.steps
-                self.prior_capacity = max(self.prior_capacity, 2)
-        else:
-            demos_in_prior = True
-            self.demo_count = int(_resumed_state["demo_count"])
-            self.replay_capacity = int(_resumed_state["replay_capacity"])
-            self.prior_capacity = int(_resumed_state["prior_capacity"])
-            self.prior_runs_report = list(_resumed_state.get("prior_runs", []))
-        self.prior_fraction = prior_fraction if self.prior_capacity else None
-        self.replay, self.prior, self.sampler = build_replays(
-            self.env.observation_space, self.env.action_space, ac, self.replay_capacity, cfg.seed,
-            demos=demos, prior_capacity=self.prior_capacity, prior_fraction=prior_fraction,
-            prior_data=prior_data, demos_in_prior=demos_in_prior)
-        # counters and loop state
-        self.env_steps = 0
-        self.episodes = 0
-        # steps whose reward model had no answer (not stored), demos labelled by it included
-        self.rejected_missing_reward = int(np.isnan(demos["reward"]).sum()) if demos is not None else 0
-        self.wall_before = 0.0
-        self.update_time = 0.0  # seconds spent in agent.update (for gradient updates/s)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.last_eval: dict | None = None
-        self.reset_stats = ResetStats()  # this session's resets (not resumed ones)
-        self.ep_len = 0
-        self._obs = None
-        self._last_reset: dict | None = None
-        self._loss_acc: dict[str, list] = {}  # metric -> [sum, count] since the last log record
-        self._ep_info: tuple[float, bool] | None = None  # last training episode (return, success)
-        self._log_file: MetricsLog | None = None
+        build_run(self, cfg, wrap_env, _resumed_state, relabel_prior)
 
     # ------------------------------------------------------------------------ properties
     @property
