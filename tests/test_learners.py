@@ -196,8 +196,9 @@ def test_redq_update_uses_a_random_subset():
     assert sac.last_target_members is None  # min over both critics
 
 
-def test_nan_in_batch_or_parameter_raises_with_update_number():
-    agent = make_agent("sac", STATE, ACT, **TINY)
+def check_nan_guard(agent, poison) -> None:
+    """A NaN reward in a batch stops update 2, a NaN weight (`poison(agent)`) stops update 4,
+    each naming the update: shared by every network and actor kind."""
     agent.update(batch_for(STATE))
     bad = batch_for(STATE)
     bad.reward[3] = np.nan
@@ -205,9 +206,14 @@ def test_nan_in_batch_or_parameter_raises_with_update_number():
         agent.update(bad)
     agent.update(batch_for(STATE))
     with torch.no_grad():
-        agent.critic.mlp.net[0].weight[0, 0, 0] = float("nan")
+        poison(agent)
     with pytest.raises(TrainingError, match=r"update 4: non-finite .*critic_loss"):
         agent.update(batch_for(STATE))
+
+
+def test_nan_in_batch_or_parameter_raises_with_update_number():
+    check_nan_guard(make_agent("sac", STATE, ACT, **TINY),
+                    lambda a: a.critic.mlp.net[0].weight.__setitem__((0, 0, 0), float("nan")))
 
 
 def test_unknown_algo_and_option():
@@ -298,24 +304,31 @@ def run_episodes(env, policy, n, seed):
     return total / n
 
 
-def test_sac_learns_a_tiny_task():
+def learn_point_goal(agent, steps: int = 1500, start: int = 200, batch: int = 64) -> tuple[float, float]:
+    """Train `agent` online on PointGoal; (its deterministic return, a random policy's)."""
     env = PointGoal()
-    agent = make_agent("sac", env.observation_space, env.action_space, seed=0,
-                       actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=64)
     buf = ReplayBuffer(env.observation_space, env.action_space, 5000, seed=0)
     rng = np.random.default_rng(0)
     o, _ = env.reset(seed=0)
-    for step in range(1500):
-        a = rng.uniform(-1, 1, 1).astype(np.float32) if step < 200 else agent.act(o)
+    for step in range(steps):
+        a = rng.uniform(-1, 1, 1).astype(np.float32) if step < start else agent.act(o)
         o2, r, term, trunc, _ = env.step(a)
         buf.add(o, a, r, o2, term, trunc)
         o = o2
         if term or trunc:
             o, _ = env.reset()
-        if step >= 200:
-            agent.update(buf.sample(64))
+        if step >= start:
+            agent.update(buf.sample(batch))
     random_ret = run_episodes(env, lambda o: rng.uniform(-1, 1, 1), 10, seed=100)
     learned = run_episodes(env, lambda o: agent.act(o, deterministic=True), 10, seed=100)
+    return learned, random_ret
+
+
+def test_sac_learns_a_tiny_task():
+    env = PointGoal()
+    agent = make_agent("sac", env.observation_space, env.action_space, seed=0,
+                       actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=64)
+    learned, random_ret = learn_point_goal(agent)
     assert learned > random_ret + 4, (learned, random_ret)
     assert learned > -4.0, learned
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from robolearn.errors import ConfigError, TrainingError
+from robolearn.errors import ConfigError
 from robolearn.policies.networks import EnsembleSimba, Simba
 from robolearn.policies.registry import ALGOS, make_agent
 
-from test_learners import ACT, STATE, TINY, PointGoal, batch_for, run_episodes, space_for
+from test_learners import ACT, STATE, TINY, PointGoal, batch_for, check_nan_guard, learn_point_goal, space_for
 
 SMALL = dict(TINY, simba_actor_width=16, simba_actor_blocks=1, simba_critic_width=16, simba_critic_blocks=2)
 
@@ -71,12 +71,8 @@ def test_simba_state_dict_round_trip_is_exact(algo):
 
 
 def test_simba_nan_guard():
-    agent = make_agent("sac", STATE, ACT, network="simba", **SMALL)
-    agent.update(batch_for(STATE))
-    with torch.no_grad():
-        agent.critic.mlp.proj.weight[0, 0, 0] = float("nan")
-    with pytest.raises(TrainingError, match="non-finite"):
-        agent.update(batch_for(STATE))
+    check_nan_guard(make_agent("sac", STATE, ACT, network="simba", **SMALL),
+                    lambda a: a.critic.mlp.proj.weight.__setitem__((0, 0, 0), float("nan")))
 
 
 @pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
@@ -100,20 +96,5 @@ def test_simba_sac_learns_the_tiny_task():
     env = PointGoal()
     agent = make_agent("sac", env.observation_space, env.action_space, seed=0, network="simba",
                        simba_actor_width=32, simba_critic_width=64, batch_size=64)
-    from robolearn.data.replay import ReplayBuffer
-
-    buf = ReplayBuffer(env.observation_space, env.action_space, 5000, seed=0)
-    rng = np.random.default_rng(0)
-    o, _ = env.reset(seed=0)
-    for step in range(1500):
-        a = rng.uniform(-1, 1, 1).astype(np.float32) if step < 200 else agent.act(o)
-        o2, r, term, trunc, _ = env.step(a)
-        buf.add(o, a, r, o2, term, trunc)
-        o = o2
-        if term or trunc:
-            o, _ = env.reset()
-        if step >= 200:
-            agent.update(buf.sample(64))
-    random_ret = run_episodes(env, lambda o: rng.uniform(-1, 1, 1), 10, seed=100)
-    learned = run_episodes(env, lambda o: agent.act(o, deterministic=True), 10, seed=100)
+    learned, random_ret = learn_point_goal(agent)
     assert learned > random_ret + 4 and learned > -4.0, (learned, random_ret)
