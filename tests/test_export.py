@@ -35,6 +35,23 @@ def _agent(obs="state", algo="sac"):
     return agent
 
 
+def reach_agent(algo: str = "sac", **options):
+    """An ArmReach state agent whose observation normaliser has non-trivial statistics (as
+    after training), for export parity checks of every network / actor kind."""
+    env = gym.make("robolearn/ArmReach-v0")
+    try:
+        agent = make_agent(algo, env.observation_space, env.action_space, seed=3, normalize_obs=True, **options)
+    finally:
+        env.close()
+    agent.obs_norm.update(torch.randn(512, agent.obs_norm.mean.shape[0]) * 3 + 1)
+    return agent
+
+
+def assert_export_parity(agent, fmt: str, path: Path, samples: int = 300) -> None:
+    spec = export_policy(agent, fmt, path, env_id="robolearn/ArmReach-v0", parity_samples=samples)
+    assert spec["parity_max_abs_error"] < 1e-5
+
+
 @pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
 @pytest.mark.parametrize("obs", ["state", "pixels"])
 def test_parity_on_1000_observations(tmp_path, fmt, suffix, obs):

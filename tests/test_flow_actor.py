@@ -3,7 +3,6 @@ reparameterised sampling, sac/rlpd updates, exact resume, the NaN guard, export 
 bimodal target and the config errors."""
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -126,20 +125,13 @@ def test_flow_nan_in_batch_or_parameter_raises_with_update_number():
 @pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
 def test_flow_actor_exports_with_parity(tmp_path, fmt, suffix):
     pytest.importorskip("onnxruntime")
-    from robolearn.policies.export import ExportedPolicy, export_policy
+    from robolearn.policies.export import ExportedPolicy
+    from test_export import assert_export_parity, reach_agent
 
-    env = gym.make("robolearn/ArmReach-v0")
-    try:
-        agent = make_agent("rlpd", env.observation_space, env.action_space, seed=3, actor="flow",
-                           normalize_obs=True, actor_hidden=(64, 64))
-        obs, _ = env.reset(seed=0)
-    finally:
-        env.close()
-    agent.obs_norm.update(torch.randn(512, agent.obs_norm.mean.shape[0]) * 3 + 1)
-    spec = export_policy(agent, fmt, tmp_path / f"p{suffix}", env_id="robolearn/ArmReach-v0",
-                         parity_samples=300)
-    assert spec["parity_max_abs_error"] < 1e-5
-    got = ExportedPolicy(tmp_path / f"p{suffix}")({"state": obs["state"]})
+    agent = reach_agent("rlpd", actor="flow", actor_hidden=(64, 64))
+    assert_export_parity(agent, fmt, tmp_path / f"p{suffix}")
+    obs = {"state": np.random.default_rng(0).standard_normal(agent.obs_norm.mean.shape[0]).astype(np.float32)}
+    got = ExportedPolicy(tmp_path / f"p{suffix}")(obs)
     np.testing.assert_allclose(got, agent.act(obs, deterministic=True), atol=1e-5)
 
 

@@ -78,18 +78,10 @@ def test_simba_nan_guard():
 @pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
 def test_simba_actor_exports_with_parity(tmp_path, fmt, suffix):
     pytest.importorskip("onnxruntime")
-    from robolearn.policies.export import export_policy
+    from test_export import assert_export_parity, reach_agent
 
-    env = gym.make("robolearn/ArmReach-v0")
-    try:
-        agent = make_agent("sac", env.observation_space, env.action_space, seed=3, network="simba",
-                           simba_actor_width=32, simba_critic_width=32)
-    finally:
-        env.close()
-    agent.obs_norm.update(torch.randn(512, agent.obs_norm.mean.shape[0]) * 3 + 1)
-    spec = export_policy(agent, fmt, tmp_path / f"p{suffix}", env_id="robolearn/ArmReach-v0",
-                         parity_samples=300)
-    assert spec["parity_max_abs_error"] < 1e-5
+    agent = reach_agent("sac", network="simba", simba_actor_width=32, simba_critic_width=32)
+    assert_export_parity(agent, fmt, tmp_path / f"p{suffix}")
 
 
 def test_simba_sac_learns_the_tiny_task():
