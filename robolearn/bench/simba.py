@@ -21,6 +21,8 @@ import numpy as np
 #: name -> agent options; "mlp" is the baseline every ratio is taken against
 NETWORKS = {
     "mlp": {},
+    # the ablation: the MLP with SimBa's running observation normaliser and nothing else
+    "mlp-norm": {"normalize_obs": True},
     # about the MLP's multiply-adds (critic 23x96 + 2 x 96x384 vs 23x256 + 256x256)
     "simba-s": {"network": "simba", "simba_actor_width": 64, "simba_actor_blocks": 1,
                 "simba_critic_width": 96, "simba_critic_blocks": 1},
