@@ -321,6 +321,7 @@ def write_with_real_lerobot(py: str, tmp_path: Path, episodes: int, seed: int, n
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 12 000 rlpd steps: ~15-25 min on this 2-core CPU
 def test_rlpd_trains_arm_reach_from_imported_lerobot_demos(tmp_path):
     """RLPD (joint actions, --profile cpu) with 20 imported LeRobot episodes as prior data reaches
     >= 80% eval success. Measured on this 2-core CPU (shared) with 20 episodes written by the real
