@@ -278,10 +278,13 @@ def action(servo_id: int = BROADCAST_ID) -> bytes:
     return build_packet(servo_id, ACTION)
 
 
-def _bulk_read_params(requests: list[tuple[int, int, int]]) -> bytes:
-    ids = [sid for sid, _, _ in requests]
+def _each_servo_once(ids: list[int], what: str) -> None:
     if len(set(ids)) != len(ids):
-        raise ValueError(f"bulk read lists each servo once (the protocol's rule), got IDs {ids}")
+        raise ValueError(f"{what} lists each servo once (the protocol's rule), got IDs {ids}")
+
+
+def _bulk_read_params(requests: list[tuple[int, int, int]]) -> bytes:
+    _each_servo_once([sid for sid, _, _ in requests], "bulk read")
     params = bytearray()
     for sid, address, length in requests:
         params.append(sid)
@@ -298,9 +301,7 @@ def bulk_read(requests: list[tuple[int, int, int]]) -> bytes:
 def bulk_write(writes: list[tuple[int, int, bytes]]) -> bytes:
     """BULK_WRITE: per servo (ID, address, data) [ID, ADDR_L, ADDR_H, LEN_L, LEN_H, DATA...];
     no status packets."""
-    ids = [sid for sid, _, _ in writes]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"bulk write lists each servo once (the protocol's rule), got IDs {ids}")
+    _each_servo_once([sid for sid, _, _ in writes], "bulk write")
     params = bytearray()
     for sid, address, data in writes:
         params.append(sid)
