@@ -54,7 +54,9 @@ def update_cost(obs_dim: int = 17, action_dim: int = 6, batch_size: int = 256, s
 
 
 def learning(envs: list[str], networks: list[str], seeds: list[int], steps: int, eval_every: int,
-             eval_episodes: int, out: Path) -> list[dict]:
+             eval_episodes: int, out: Path, env_kwargs: dict | None = None,
+             agent: dict | None = None) -> list[dict]:
+    """`agent` (from --set) applies to every network, under the network's own options."""
     from robolearn.compose.training import train
     from robolearn.policies.train_config import TrainConfig
 
@@ -66,7 +68,8 @@ def learning(envs: list[str], networks: list[str], seeds: list[int], steps: int,
                 t0 = time.perf_counter()
                 s = train(TrainConfig(env=env, algo="sac", steps=steps, seed=seed, out=str(run),
                                       eval_every=eval_every, eval_episodes=eval_episodes,
-                                      agent=dict(NETWORKS[name]), video=False, progress=False,
+                                      agent={**(agent or {}), **NETWORKS[name]},
+                                      env_kwargs=dict(env_kwargs or {}), video=False, progress=False,
                                       overwrite=True))
                 rows.append({"env": env, "network": name, "seed": seed, "eval_return": s["eval_return"],
                              "best_eval_return": s.get("best_eval_return"),
@@ -91,6 +94,9 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def main(argv=None) -> int:
+    from robolearn.commands.env_kwargs import add_env_kw_argument, parse_env_kwargs
+    from robolearn.commands.train import parse_overrides
+
     p = argparse.ArgumentParser(prog="robolearn bench simba", description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", nargs="+", default=["robolearn/ArmPush-v0"],
                    help="env IDs for the learning part (e.g. robolearn/dmc-cheetah-run-v0 robolearn/dmc-walker-walk-v0)")
@@ -103,12 +109,18 @@ def main(argv=None) -> int:
     p.add_argument("--speed-steps", type=int, default=60, help="updates timed per network")
     p.add_argument("--out", default="runs/bench-simba")
     p.add_argument("--json", default=None, help="also write the results as JSON")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="agent option for every run, e.g. --set privileged=actor_and_critic (repeatable)")
+    add_env_kw_argument(p, note="e.g. --env-kw privileged_obs=true for ArmPush, whose state has no cube pose")
     a = p.parse_args(argv)
+    env_kwargs, agent = parse_env_kwargs(a.env_kw), parse_overrides(a.set)
     res = {"command": "robolearn bench simba " + " ".join(argv or []),
            "update_cost": update_cost(steps=a.speed_steps)}
     print(json.dumps({"update_cost": res["update_cost"]}, indent=1), flush=True)
     if not a.no_learning:
-        rows = learning(a.envs, a.networks, a.seeds, a.steps, a.eval_every, a.eval_episodes, Path(a.out))
+        rows = learning(a.envs, a.networks, a.seeds, a.steps, a.eval_every, a.eval_episodes, Path(a.out),
+                        env_kwargs=env_kwargs, agent=agent)
+        res["env_kwargs"], res["agent"] = env_kwargs, agent
         res["runs"], res["summary"] = rows, summarise(rows)
         for r in res["summary"]:
             print(json.dumps(r), flush=True)
