@@ -278,3 +278,32 @@ def test_rlpd_demos_and_prior_runs_share_one_prior_buffer(earlier_run, tmp_path)
         assert trainer.prior.capacity >= 20 + len(stored["reward"]) + cfg.steps  # room for interventions
     finally:
         trainer.close()
+
+
+def test_async_learner_reads_the_launch_files_replay_table(earlier_run, tmp_path):
+    """`robolearn learner` / `launch` honour `[replay] prior_runs` as `train` does: the earlier
+    run's transitions fill the prior buffer, sampled at RaE's ratio (or the table's)."""
+    from robolearn.runtime.config import config_from_dict
+    from robolearn.runtime.learner import Learner
+
+    stored = _stored_transitions(earlier_run)
+    base = {"env": "Pendulum-v1", "max_episode_steps": 20,
+            "learner": {"total_env_steps": 100, "eval_episodes": 0, "agent": TINY}}
+    lrn = Learner(config_from_dict({**base, "out": str(tmp_path / "a"),
+                                    "replay": {"prior_runs": [str(earlier_run)]}}))
+    try:
+        assert len(lrn.prior) == len(stored["reward"]) and len(lrn.replay) == 0
+        assert lrn.sampler.prior_fraction == RAE_PRIOR_FRACTION
+        assert lrn.prior_runs_report[0]["transitions"] == len(stored["reward"])
+    finally:
+        lrn.close()
+    lrn = Learner(config_from_dict({**base, "out": str(tmp_path / "b"),
+                                    "replay": {"prior_runs": [str(earlier_run)], "prior_fraction": 0.25}}))
+    try:
+        assert lrn.sampler.prior_fraction == 0.25
+    finally:
+        lrn.close()
+    with pytest.raises(ConfigError, match=r"\[replay\]: unknown key\(s\) 'mix'"):
+        config_from_dict({**base, "replay": {"prior_runs": [str(earlier_run)], "mix": 0.3}})
+    with pytest.raises(ConfigError, match="does not exist"):
+        Learner(config_from_dict({**base, "out": str(tmp_path / "c"), "replay": {"prior_runs": ["nope"]}}))

@@ -114,6 +114,7 @@ class LaunchConfig:
     reality_gap: dict = field(default_factory=dict)  # [reality_gap] table, applied on the actors' envs
     sim_params: str | None = None    # fitted sim physics (`robolearn calibrate-sim --out FILE`)
     reward: dict = field(default_factory=dict)  # [reward] table (robolearn.rewards.serving.RewardConfig)
+    replay: dict = field(default_factory=dict)  # [replay] prior_runs / prior_fraction (RaE), as in train
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     finetune: FinetuneConfig | None = None  # [finetune] table: a `robolearn finetune` session
@@ -152,6 +153,10 @@ class LaunchConfig:
                 v = getattr(obj, name)
                 if not isinstance(v, (int, float)) or v <= 0:
                     raise ConfigError(f"{prefix}{name}={v!r}: must be a positive number of seconds")
+        if self.replay:
+            from robolearn.policies.train_config import replay_options
+
+            replay_options(self.replay)
         if self.reward:
             from robolearn.reward_config import reward_config
 

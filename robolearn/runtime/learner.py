@@ -52,7 +52,9 @@ class Learner:
         import torch
 
         from robolearn.policies.demos import load_demos
+        from robolearn.data.replay import slots_needed
         from robolearn.policies.replay_setup import build_replays
+        from robolearn.policies.train_config import RAE_PRIOR_FRACTION, replay_options
         from robolearn.runtime.actor import _make_env, agent_overrides
         from robolearn.policies.registry import make_agent
 
@@ -93,9 +95,18 @@ class Learner:
         demos = load_demos(lc.demos, self.env, seed=cfg.seed) if lc.demos else None
         # RLPD: the demos are the prior part of every batch; other algos: they seed the replay
         prior_capacity = len(demos["action"]) + cap if demos is not None and prior_fraction else 0
+        try:
+            prior_data, self.prior_runs_report = self._prior_runs(cfg)
+        except Exception:
+            self.env.close()
+            raise
+        if prior_data:  # RaE, as `train` does it (policies/trainer_setup.py): one prior buffer
+            prior_fraction = replay_options(cfg.replay)[1] or prior_fraction or RAE_PRIOR_FRACTION
+            prior_capacity = max(prior_capacity, cap) + sum(slots_needed(d) for d in prior_data)
         self.replay, self.prior, self.sampler = build_replays(
             self.env.observation_space, self.env.action_space, ac, cap, cfg.seed, demos=demos,
-            prior_capacity=prior_capacity, prior_fraction=prior_fraction)
+            prior_capacity=prior_capacity, prior_fraction=prior_fraction, prior_data=prior_data,
+            demos_in_prior=bool(demos is not None and getattr(ac, "prior_fraction", None)))
         from robolearn.rewards.serving import learner_labeler
 
         # [reward] where = "learner": label transitions here, as they arrive, before replay
@@ -122,6 +133,22 @@ class Learner:
         self.sockets = None
         self._metrics_f = None
         self._t_start = time.monotonic()
+
+    def _prior_runs(self, cfg: LaunchConfig) -> tuple[list[dict], list[dict]]:
+        """`[replay] prior_runs`: earlier runs' and datasets' transitions, checked against this
+        run (policies/prior_runs.py). A stored reward that means something else is an error here:
+        the learner has no relabelling model for them (`robolearn train` does)."""
+        from robolearn.policies.prior_runs import load_prior_runs
+        from robolearn.policies.train_config import replay_options
+
+        runs = replay_options(cfg.replay)[0] if cfg.replay else []
+        if not runs:
+            return [], []
+        data, report = load_prior_runs(runs, self.env, cfg.env, cfg.obs, cfg.reward, cfg.env_kwargs,
+                                       run_dir=self.dir)
+        for r in report:
+            log.info("prior run %s: %s transitions", r.get("path"), r.get("transitions"))
+        return data, report
 
     # ---------------------------------------------------------------------- sockets
     def bind(self, data_port: int, weights_port: int) -> tuple[str, str]:
@@ -465,6 +492,7 @@ class Learner:
                                              if self.last_eval else []),
             "checkpoint": str(ckpt), "refused": self.refused,
             **({"finetune": self.finetune_info} if self.finetune_info else {}),
+            **({"prior_runs": self.prior_runs_report} if self.prior_runs_report else {}),
             "data_endpoint": self.sockets.data_endpoint,
             "weights_endpoint": self.sockets.weights_endpoint,
         }
