@@ -35,6 +35,10 @@ class AgentConfig:
     actor: str = "gaussian"
     flow_steps: int = 4  # K, the flow's steps (the paper's from-scratch setting)
     flow_variant: str = "gated"  # Flow-G (GRU-style gated velocity)
+    #: offline-to-online: weight of a flow-matching behaviour-cloning term on the prior-data part
+    #: of every batch (demos, interventions, earlier runs), added to the flow actor's SAC loss;
+    #: 0 = pure SAC Flow (from scratch). Multimodal demos give a multimodal flow only through it.
+    flow_bc_weight: float = 0.0
     num_critics: int = 2  # ensemble size N
     num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
     actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
@@ -122,9 +126,13 @@ class AgentConfig:
                  "actor='flow' has no batch renormalisation, and this preset puts BatchRenorm in its "
                  "actor (actor_batch_renorm=True, crossq): set actor='gaussian', or "
                  "actor_batch_renorm=false to run crossq's critic with a flow actor")
+            need(self.flow_bc_weight >= 0, f"flow_bc_weight={self.flow_bc_weight} must be >= 0")
             need(self.network == "mlp",
                  f"actor='flow' builds its velocity and noise networks as MLPs (actor_hidden); "
                  f"network={self.network!r} has no flow actor: set actor='gaussian' or network='mlp'")
+        need(self.actor == "flow" or not self.flow_bc_weight,
+             f"flow_bc_weight={self.flow_bc_weight} is the flow actor's behaviour-cloning term: set "
+             "actor='flow', or flow_bc_weight=0 for the Gaussian actor")
         need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
         need(self.privileged in PRIVILEGED_MODES,
              f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")

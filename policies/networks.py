@@ -355,6 +355,22 @@ class FlowActor(nn.Module):
         log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
         return torch.tanh(u), log_prob
 
+    def flow_matching_loss(self, feat: torch.Tensor, action: torch.Tensor,
+                           weight: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Behaviour cloning by conditional flow matching (Lipman et al.), weighted per row:
+        on the straight path x_t = (1 - t) a_0 + t u from a_0 ~ N(0, I) to the demo action's
+        pre-tanh value u, the velocity at one of the chain's K times must be u - a_0. Fitted,
+        the noise-free chain carries N(0, I) onto the demos' actions, every mode of them."""
+        u = torch.atanh(action.clamp(-0.999, 0.999))
+        a0 = torch.randn(u.shape, generator=generator, device=u.device, dtype=u.dtype)
+        k = torch.randint(0, self.steps, (u.shape[0], 1), generator=generator, device=u.device)
+        t = k.to(u.dtype) / self.steps
+        x = (1.0 - t) * a0 + t * u
+        inp = torch.cat([feat, x, t], dim=-1)
+        v = torch.sigmoid(self.gate(inp)) * (self.candidate(inp) - x)
+        per_row = (v - (u - a0)).pow(2).sum(-1)
+        return (per_row * weight).sum() / weight.sum().clamp(min=1.0)
+
     def mode(self, feat: torch.Tensor) -> torch.Tensor:
         a = torch.zeros_like(feat[:, :1]).expand(-1, self.action_dim)
         dt = 1.0 / self.steps

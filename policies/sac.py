@@ -229,6 +229,10 @@ class Agent:
             _check_batch(batch, n)
         inputs = {"obs": dict(batch.obs), "next_obs": dict(batch.next_obs), "action": batch.action,
                   "reward": batch.reward, "discount": batch.discount}
+        if cfg.flow_bc_weight:  # the flow's BC term reads the prior rows (demos, interventions)
+            interv = torch.as_tensor(batch.intervention).to(self.device).bool()
+            prior = interv if batch.prior is None else interv | torch.as_tensor(batch.prior).to(self.device)
+            inputs["prior"] = prior.float()
         do_actor = n % cfg.actor_every == 0
         if self._graphs is None:
             keys, values = self._learn(inputs, do_actor)
@@ -316,6 +320,11 @@ class Agent:
             q_pi = self._critic_frozen(critic_feat.detach(), pi_action)
             q_pi = q_pi.min(dim=0).values if cfg.actor_q == "min" else q_pi.mean(dim=0)
             actor_loss = (alpha * logp - q_pi).mean()
+            if cfg.flow_bc_weight:
+                weight = torch.as_tensor(inputs["prior"]).to(self.device, non_blocking=True)
+                bc_loss = self.actor.flow_matching_loss(feat_d, action, weight, self.generator)
+                actor_loss = actor_loss + cfg.flow_bc_weight * bc_loss
+                metrics["flow_bc_loss"] = bc_loss.detach()
             temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             (actor_loss + temp_loss).backward()  # disjoint graphs: one backward pass

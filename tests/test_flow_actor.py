@@ -137,8 +137,9 @@ def test_flow_actor_exports_with_parity(tmp_path, fmt, suffix):
 
 def test_flow_covers_both_modes_of_a_bimodal_target_where_the_gaussian_averages():
     """Targets at -0.7 and +0.7 (a person grasping from the left or the right). The flow is
-    fitted by flow matching (the usual maximum-likelihood surrogate of a flow: its marginal
-    density has no closed form), the Gaussian by maximum likelihood, both for 600 steps."""
+    fitted by flow matching (`FlowActor.flow_matching_loss`, the BC term of `flow_bc_weight`;
+    the usual maximum-likelihood surrogate of a flow: its marginal density has no closed
+    form), the Gaussian by maximum likelihood, both for 600 steps."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     n, feat = 256, torch.ones(256, 4)
@@ -148,12 +149,8 @@ def test_flow_covers_both_modes_of_a_bimodal_target_where_the_gaussian_averages(
     g_opt = torch.optim.Adam(gauss.parameters(), lr=3e-3)
     for _ in range(600):
         u1 = torch.where(torch.rand(n, 1, generator=g) < 0.5, -u_mode, u_mode)  # pre-tanh targets
-        a0 = torch.randn(n, 1, generator=g)
-        t = torch.randint(0, flow.steps, (n, 1), generator=g).float() / flow.steps
-        at = (1 - t) * a0 + t * u1
-        x = torch.cat([feat, at, t], dim=-1)
-        v = torch.sigmoid(flow.gate(x)) * (flow.candidate(x) - at)
-        loss = (v - (u1 - a0)).pow(2).mean()
+        # the product's BC term (flow_bc_weight), every row a demo row
+        loss = flow.flow_matching_loss(feat, torch.tanh(u1), torch.ones(n), generator=g)
         f_opt.zero_grad()
         loss.backward()
         f_opt.step()
@@ -200,3 +197,32 @@ def test_flow_actor_reads_pixel_features():
     m = agent.update(batch_for(PIXELS))
     assert all(math.isfinite(v) for v in m.values())
     assert agent.actor.in_features == agent.encoder.feature_dim + 4
+
+
+def test_flow_bc_term_reads_only_the_prior_rows():
+    """`flow_bc_weight`: the flow-matching BC term sees the prior part of a mixed batch (demos,
+    interventions) and nothing else; on a batch with no prior row it is exactly zero."""
+    import dataclasses
+
+    from robolearn.data.replay import MixedSampler, ReplayBuffer
+
+    online, prior = (ReplayBuffer(STATE, ACT, 100, seed=s) for s in (0, 1))
+    rng = np.random.default_rng(0)
+    for buf in (online, prior):
+        for _ in range(20):
+            o = {"state": rng.standard_normal(STATE["state"].shape).astype(np.float32)}
+            buf.add(o, rng.uniform(-1, 1, ACT.shape).astype(np.float32), 0.0, o, False, False)
+    b = MixedSampler(online, prior, prior_fraction=0.25).sample(8)
+    assert b.prior.tolist() == [False] * 6 + [True] * 2
+    agent = make_agent("rlpd", STATE, ACT, seed=0, actor="flow", flow_bc_weight=1.0, utd=1, **TINY)
+    m = agent.update(b)
+    assert m["flow_bc_loss"] > 0 and math.isfinite(m["actor_loss"])
+    none = dataclasses.replace(b, prior=np.zeros(8, bool), intervention=np.zeros(8, bool))
+    assert agent.update(none)["flow_bc_loss"] == 0.0
+    interventions = dataclasses.replace(none, intervention=np.ones(8, bool))  # HIL-SERL rows count too
+    assert agent.update(interventions)["flow_bc_loss"] > 0
+    assert "flow_bc_loss" not in make_agent("rlpd", STATE, ACT, seed=0, actor="flow", utd=1, **TINY).update(b)
+    with pytest.raises(ConfigError, match=r"flow_bc_weight=1.0.*actor='flow'"):
+        make_agent("rlpd", STATE, ACT, flow_bc_weight=1.0)
+    with pytest.raises(ConfigError, match=r"flow_bc_weight=-1"):
+        make_agent("rlpd", STATE, ACT, actor="flow", flow_bc_weight=-1.0)

@@ -36,6 +36,8 @@ class Batch:
     next_obs: dict[str, np.ndarray]
     discount: np.ndarray  # (B,) float32: gamma^n * (1 - terminated)
     intervention: np.ndarray  # (B,) bool
+    #: (B,) bool, True for rows drawn from the prior buffer (MixedSampler); None: no prior part
+    prior: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.action.shape[0])
@@ -51,6 +53,8 @@ class Batch:
             next_obs={k: np.concatenate([b.next_obs[k] for b in batches]) for k in keys},
             discount=np.concatenate([b.discount for b in batches]),
             intervention=np.concatenate([b.intervention for b in batches]),
+            prior=None if all(b.prior is None for b in batches) else np.concatenate(
+                [b.prior if b.prior is not None else np.zeros(len(b), bool) for b in batches]),
         )
 
 
@@ -432,8 +436,10 @@ class MixedSampler:
         parts = []
         if batch_size - n_prior > 0:
             parts.append(self.online.sample(batch_size - n_prior))
+            parts[-1].prior = np.zeros(batch_size - n_prior, bool)
         if n_prior > 0:
             parts.append(self.prior.sample(n_prior))
+            parts[-1].prior = np.ones(n_prior, bool)
         return parts[0] if len(parts) == 1 else Batch.concat(parts)
 
 

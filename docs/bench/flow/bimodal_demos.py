@@ -10,6 +10,7 @@ people grasp from the left and others from the right.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -64,6 +65,7 @@ def main() -> None:
     for k, v in d["obs"].items():
         arrays[f"obs_{k}"] = v
         arrays[f"next_obs_{k}"] = d["next_obs"][k]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.out, **arrays)
 
 
