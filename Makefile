@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 setup-bench: $(VENV)/.robolearn-bench-installed
 
 $(VENV)/.robolearn-bench-installed: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench,export,vlm]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,export,vlm,ray]'
 	@touch $@
 
 demo: setup

@@ -7,8 +7,8 @@ Ctrl-C / SIGTERM (SIGTERM to each child's process group, SIGKILL after a grace p
 exits non-zero if any child failed. Each child also asks the kernel for SIGTERM when the
 launcher dies (Linux `PR_SET_PDEATHSIG`), so even a SIGKILLed launcher leaves no orphans.
 """
-HELP = ("Start the learner and the actor(s) of a launch TOML as local processes; print their "
-        "addresses; Ctrl-C stops all of them.")
+HELP = ("Start the learner and the actor(s) of a launch TOML as local processes (or Ray actors on a "
+        "Ray cluster with --engine ray); print their addresses; Ctrl-C stops all of them.")
 
 GRACE_S = 20.0
 
@@ -18,6 +18,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", help="run folder (overrides out)")
     parser.add_argument("--steps", type=int, help="total env steps (overrides learner.total_env_steps)")
     parser.add_argument("--actors", type=int, help="number of actors (overrides actors)")
+    parser.add_argument("--engine", choices=("local", "ray"),
+                        help="local child processes, or Ray actors (overrides [cluster] engine; "
+                             "needs pip install 'robolearn[ray]')")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete an earlier run in the run folder and start again (refused without it)")
@@ -87,7 +90,13 @@ def run(args) -> int:
     cfg = load_launch(args.launch)
     if args.actors is not None:
         cfg.actors = args.actors
+    if getattr(args, "engine", None):
+        cfg.cluster.engine = args.engine
     cfg = apply_overrides(cfg, args)
+    if cfg.cluster.engine == "ray":  # before anything else: without Ray, one line saying so
+        from robolearn.runtime.ray_cluster import require_ray
+
+        require_ray()
     from robolearn.commands.run_owner import take_run_folder
     from robolearn.run_lock import check_writable_dir
 
@@ -95,6 +104,8 @@ def run(args) -> int:
     validate_launch(cfg)
     lock = take_run_folder(cfg.run_dir(), overwrite=args.overwrite)
     try:
+        if cfg.cluster.engine == "ray":
+            return _launch_ray(args, cfg)
         return _launch(args, cfg)
     finally:
         lock.release()
@@ -213,6 +224,51 @@ def _launch(args, cfg) -> int:
               f"eval_success_rate {s.get('eval_success_rate')}  ({summary})", flush=True)
     if failed:
         print(f"robolearn launch: failed children: {failed} (logs in {logs})", file=sys.stderr)
+        return 1
+    if stopping["signal"] is not None:
+        return 130
+    return 0
+
+
+def _launch_ray(args, cfg) -> int:
+    """The same run as `_launch`, with Ray placing, supervising and restarting the workers
+    (robolearn/runtime/ray_cluster.py). Ctrl-C / SIGTERM stops the learner, which saves."""
+    import json
+    import signal
+    import sys
+
+    from robolearn.runtime.ray_cluster import RayRun
+
+    if args.steps is not None:
+        cfg.learner.total_env_steps = args.steps
+    run_dir = cfg.run_dir()
+    print(f"run folder: {run_dir} (engine ray, cluster {cfg.cluster.address or 'local'})", flush=True)
+    run = RayRun(cfg, run_dir, quiet=args.quiet, printer=lambda m: print(m, flush=True))
+    stopping = {"signal": None}
+
+    def _on_signal(signum, frame):
+        stopping["signal"] = signum
+        run.stop()
+
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run.start()
+        print(f"learner data    {run.endpoints[0]}", flush=True)
+        print(f"learner weights {run.endpoints[1]}", flush=True)
+        record = run.wait()
+    finally:
+        run.shutdown()
+        for s, h in old.items():
+            signal.signal(s, h)
+    record["signal"] = stopping["signal"]
+    (run_dir / "launch.json").write_text(json.dumps(record, indent=1, default=str))
+    s = record.get("summary") or {}
+    if s:
+        print(f"summary: env_steps {s.get('env_steps')}  updates {s.get('updates')}  "
+              f"eval_success_rate {s.get('eval_success_rate')}  restarts {record['restarts']}  "
+              f"({run_dir / 'summary.json'})", flush=True)
+    if "learner" in record["failed"] or (record["failed"] and len(record["failed"]) == cfg.actors):
+        print(f"robolearn launch: failed on Ray: {record['failed']}", file=sys.stderr)
         return 1
     if stopping["signal"] is not None:
         return 130

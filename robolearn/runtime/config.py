@@ -10,6 +10,7 @@ One place defines each default (here). A launch TOML looks like:
     [learner.agent]                   # overrides passed to make_agent (utd, batch_size, ...)
     [actor]                           # ActorConfig fields
     [reward]                          # a learned reward (robolearn.rewards.serving.RewardConfig)
+    [cluster]                         # ClusterConfig: engine = "local" | "ray" (docs/runtime.md)
 
 Unknown keys anywhere raise `ConfigError` naming them (a typo must never be ignored).
 """
@@ -70,6 +71,24 @@ class ActorConfig:
     record: str = ""                 # dataset folder: every episode recorded, crash-safe ("": off)
 
 
+ENGINES = ("local", "ray")
+
+
+@dataclass
+class ClusterConfig:
+    """[cluster]: where the learner and actors run (`robolearn launch`). "local": child processes
+    of `launch`; "ray": Ray actors on a Ray cluster (placement, restarts, resources; docs/runtime.md)."""
+
+    engine: str = "local"            # local | ray (needs the extra: pip install 'robolearn[ray]')
+    address: str = ""                # ray: cluster to join ("auto", "HOST:6379"); "": a local one
+    max_restarts: int = 3            # ray: restarts of a dead sim actor (robot actors: never)
+    envs_per_actor: int = 1          # ray: sim envs per actor (a Gymnasium vector env, one seed each)
+    robot: str = ""                  # ray: robot id; a hardware actor needs custom resource robot:<id>
+    actor_cpus: float = 1.0          # ray: CPUs reserved per actor (resource accounting only)
+    learner_cpus: float = 1.0        # ray: CPUs reserved for the learner
+    learner_gpu: str = "auto"        # ray: auto (one GPU when the cluster has one) | always | never
+
+
 WARM_STARTS = ("wsrl", "rlpd", "none")
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
@@ -118,6 +137,13 @@ class LaunchConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     finetune: FinetuneConfig | None = None  # [finetune] table: a `robolearn finetune` session
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+    def drives_hardware(self) -> bool:
+        """An actor of this launch file drives a robot (a real backend or a serial port): under
+        Ray it is pinned to its robot's node and never restarted blindly."""
+        kw = self.env_kwargs
+        return kw.get("backend") == "real" or bool(kw.get("port"))
 
     def run_dir(self) -> Path:
         if self.out:
@@ -157,6 +183,20 @@ class LaunchConfig:
             from robolearn.policies.train_config import replay_options
 
             replay_options(self.replay)
+        cc = self.cluster
+        if cc.engine not in ENGINES:
+            raise ConfigError(f"cluster.engine={cc.engine!r}: choose one of {', '.join(ENGINES)}")
+        _int_at_least(cc, "max_restarts", 0, "cluster.")
+        _int_at_least(cc, "envs_per_actor", 1, "cluster.")
+        for name in ("actor_cpus", "learner_cpus"):
+            v = getattr(cc, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"cluster.{name}={v!r}: must be a number >= 0")
+        if cc.learner_gpu not in ("auto", "always", "never"):
+            raise ConfigError(f"cluster.learner_gpu={cc.learner_gpu!r}: choose auto, always or never")
+        if cc.envs_per_actor > 1 and self.drives_hardware():
+            raise ConfigError("cluster.envs_per_actor > 1 is for simulated envs; an actor that drives "
+                              "a robot has exactly one env")
         if self.reward:
             from robolearn.reward_config import reward_config
 
@@ -211,7 +251,7 @@ def _build(cls, data: Any, where: str):
     check_keys(data, known, where)
     kwargs = dict(data)
     for name, sub in (("learner", LearnerConfig), ("actor", ActorConfig),
-                      ("finetune", FinetuneConfig)):
+                      ("finetune", FinetuneConfig), ("cluster", ClusterConfig)):
         if name in known and name in kwargs:
             kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
     for name in ("env_kwargs", "agent", "reality_gap", "reward", "sim_env_kwargs"):
