@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu",
                    help="speed test device: cpu (1 and 2 threads) or cuda (sac/redq/drq vs SB3 on the GPU)")
     p.add_argument("--out", default=None, help="output folder (default runs/bench-learners-<suite>)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: runs one after another in this process; ray: each run a Ray task "
+                        "(one CPU each, in parallel; same numbers: each task seeds itself as the "
+                        "sequential run does). Needs pip install 'robolearn[ray]'")
+    p.add_argument("--ray-address", default="",
+                   help="with --engine ray: the cluster to use (\"auto\", HOST:6379); default a local one")
     return p
 
 
@@ -429,7 +435,13 @@ def main(argv: list[str]) -> int:
                               "pip install -e '.[bench]' (or drop sb3-sac from --algos)") from None
     runs: list[dict] = []
     t_all = time.perf_counter()
-    for env_id in s["envs"]:
+    if args.engine == "ray":
+        from robolearn.runtime.ray_cluster import require_ray
+
+        require_ray()  # before any work: without Ray, one line saying how to install it
+        s["engine"] = "ray"
+        runs = _runs_on_ray(s, out, argv, t_all, args.ray_address)
+    for env_id in (s["envs"] if args.engine == "local" else []):
         for seed in s["seeds"]:  # seeds outermost per env: a partial run still compares algos
             for algo in s["algos"]:
                 print(f"[bench learners] {env_id} {algo} seed {seed}: {s['steps']} env steps", flush=True)
@@ -452,6 +464,38 @@ def main(argv: list[str]) -> int:
     print(markdown(rows, s, speed, argv))
     print(f"[bench learners] wrote {out}/results.md, results.json" + (", learning_curves.png" if runs else ""))
     return 0
+
+
+def run_one(env_id: str, algo: str, seed: int, s: dict, out: Path) -> dict:
+    """One (env, algo, seed) run, exactly as the sequential loop does it (each run seeds its
+    own generators and sets 1 torch thread), so a Ray task gives the same numbers."""
+    return run_sb3(env_id, seed, s) if algo == SB3 else run_ours(env_id, algo, seed, s, out)
+
+
+def _runs_on_ray(s: dict, out: Path, argv: list[str], t_all: float, address: str) -> list[dict]:
+    """Every (env, seed, algo) of the sequential order as a Ray task (1 CPU each); results kept
+    in that order, written as they arrive."""
+    from robolearn.runtime.ray_cluster import init_ray
+
+    ray = init_ray(address)
+    task = ray.remote(num_cpus=1, max_retries=0)(run_one)
+    keys = [(env_id, algo, seed) for env_id in s["envs"] for seed in s["seeds"] for algo in s["algos"]]
+    refs = {}
+    for env_id, algo, seed in keys:
+        refs[task.remote(env_id, algo, seed, s, out.resolve())] = (env_id, algo, seed)
+    print(f"[bench learners] {len(keys)} runs as Ray tasks on {ray.cluster_resources().get('CPU', 0):.0f} "
+          f"CPUs: {s['steps']} env steps each", flush=True)
+    done: dict = {}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        r = ray.get(ready[0])
+        done[refs[ready[0]]] = r
+        print(f"[bench learners] {r['env']} {r['algo']} seed {r['seed']}: eval return "
+              f"{r['eval_return']:.2f}, success {r['eval_success_rate']:.2f}, {r['updates']} updates at "
+              f"{r['updates_per_s'] or 0:.1f}/s, {r['wall_s']:.0f} s", flush=True)
+        _write(out, [done[k] for k in keys if k in done], s, None, argv, t_all)
+    return [done[k] for k in keys]
 
 
 def _write(out: Path, runs: list, s: dict, speed: dict | None, argv: list[str], t_all: float) -> list[dict]:

@@ -14,6 +14,7 @@ BENCHES = {
     "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice; --only learned / car-learned train (reset-free ArmPush, CarLap practice)",
     "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
     "simba": "SimBa networks vs the plain MLP (sac): update time ratio, returns at equal env steps",
+    "fleet": "env steps/s into the learner with 1, 2, 4 sim actors on Ray vs launch; data plane cost per transition (ZeroMQ vs Ray)",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 
