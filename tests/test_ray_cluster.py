@@ -80,6 +80,13 @@ def test_robot_actor_options_pin_and_never_restart():
     assert opts["max_restarts"] == 0 and opts["max_task_retries"] == 0
     with pytest.raises(ConfigError, match="robot:arm0"):  # no node has the robot
         RayRun(hw)._actor_options({"CPU": 2})
+    two = config_from_dict({"env": "Pendulum-v1", "actors": 2, "env_kwargs": {"port": "/dev/x"},
+                            "cluster": {"engine": "ray", "robot": ["arm0", "arm1"]}})
+    have = {"CPU": 2, "robot:arm0": 1, "robot:arm1": 1}
+    assert [RayRun(two)._actor_options(have, i)["resources"] for i in range(2)] == [
+        {"robot:arm0": 1}, {"robot:arm1": 1}]
+    with pytest.raises(ConfigError, match="one actor per robot"):
+        RayRun(hw.__class__(**{**hw.__dict__, "actors": 2}))._actor_options(have, 0)
     sim = config_from_dict({"env": "Pendulum-v1", "cluster": {"engine": "ray", "max_restarts": 5}})
     opts = RayRun(sim)._actor_options({"CPU": 2})
     assert opts["max_restarts"] == 5 and opts["scheduling_strategy"] == "SPREAD"
@@ -158,6 +165,7 @@ def test_ray_restarts_a_killed_sim_actor_and_training_goes_on(tmp_path, ray_loca
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_two_node_cluster_learns_arm_reach_through_an_actor_restart(tmp_path):
     """The issue's check: a local 2-node Ray cluster, learner + 2 sim actors on ArmReach (SAC);
     one actor's process is SIGKILLed mid-run, Ray restarts it, and the run still reaches
@@ -175,10 +183,13 @@ def test_two_node_cluster_learns_arm_reach_through_an_actor_restart(tmp_path):
 
     ray.init(address=cluster.address, logging_level="warning")
     out = tmp_path / "run"
-    # the two-actor launch file's learner settings; 8000 env steps (sac reaches 90% by ~5-7k)
+    # the two-actor launch file with the plain sac preset (docs/bench/default: 90% eval success
+    # first reached at 5-10k env steps in 5/5 seeds) and 12k env steps
     cfg = load_launch("launch/sim_arm_reach_two_actors.toml")
     cfg.out = str(out)
-    cfg.learner.total_env_steps = 8000
+    cfg.learner.agent = {}
+    cfg.learner.learning_starts = 1000
+    cfg.learner.total_env_steps = 12000
     cfg.learner.checkpoint_every = 0
     cfg.actor.loop_hz = 25  # per actor: 50 transitions/s in all, about the learner's update rate
     cfg.actor.realtime = False
@@ -203,5 +214,5 @@ def test_two_node_cluster_learns_arm_reach_through_an_actor_restart(tmp_path):
     assert rec["restarts"]["actor0"] >= 1 and rec["workers"]["actor0"]["pid"] != old_pid
     assert len({w["node_id"] for w in rec["workers"].values()}) == 2  # spread over both nodes
     s = rec["summary"]
-    assert s["env_steps"] >= 8000
+    assert s["env_steps"] >= 12000
     assert s["eval_success_rate"] >= 0.9, s

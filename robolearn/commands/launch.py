@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
                         help="delete an earlier run in the run folder and start again (refused without it)")
 
 
-def validate_launch(cfg) -> None:
+def validate_launch(cfg, build_env: bool = True) -> None:
     """Everything a child would trip over, checked before any child starts (so the real error
     is here, not in a child's log): the algo name, the env ID, the env built (and closed) once
     with its env_kwargs."""
@@ -37,6 +37,8 @@ def validate_launch(cfg) -> None:
     if cfg.algo not in ALGOS:
         raise ConfigError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)} "
                           "(see `robolearn algos`)")
+    if not build_env:
+        return
     try:
         env = _make_env(cfg)
     except RobolearnError:
@@ -101,7 +103,8 @@ def run(args) -> int:
     from robolearn.run_lock import check_writable_dir
 
     check_writable_dir(cfg.run_dir(), "run folder")
-    validate_launch(cfg)
+    # under Ray a robot's env exists only on the robot's node: it is built (and checked) there
+    validate_launch(cfg, build_env=not (cfg.cluster.engine == "ray" and cfg.drives_hardware()))
     lock = take_run_folder(cfg.run_dir(), overwrite=args.overwrite)
     try:
         if cfg.cluster.engine == "ray":
@@ -239,8 +242,6 @@ def _launch_ray(args, cfg) -> int:
 
     from robolearn.runtime.ray_cluster import RayRun
 
-    if args.steps is not None:
-        cfg.learner.total_env_steps = args.steps
     run_dir = cfg.run_dir()
     print(f"run folder: {run_dir} (engine ray, cluster {cfg.cluster.address or 'local'})", flush=True)
     run = RayRun(cfg, run_dir, quiet=args.quiet, printer=lambda m: print(m, flush=True))

@@ -83,7 +83,8 @@ class ClusterConfig:
     address: str = ""                # ray: cluster to join ("auto", "HOST:6379"); "": a local one
     max_restarts: int = 3            # ray: restarts of a dead sim actor (robot actors: never)
     envs_per_actor: int = 1          # ray: sim envs per actor (a Gymnasium vector env, one seed each)
-    robot: str = ""                  # ray: robot id; a hardware actor needs custom resource robot:<id>
+    robot: str | list = ""           # ray: robot id (a list: one per actor); a hardware actor runs
+                                     # on the node with custom resource robot:<id>
     actor_cpus: float = 1.0          # ray: CPUs reserved per actor (resource accounting only)
     learner_cpus: float = 1.0        # ray: CPUs reserved for the learner
     learner_gpu: str = "auto"        # ray: auto (one GPU when the cluster has one) | always | never
@@ -194,6 +195,9 @@ class LaunchConfig:
                 raise ConfigError(f"cluster.{name}={v!r}: must be a number >= 0")
         if cc.learner_gpu not in ("auto", "always", "never"):
             raise ConfigError(f"cluster.learner_gpu={cc.learner_gpu!r}: choose auto, always or never")
+        if not isinstance(cc.robot, str) and not (
+                isinstance(cc.robot, list) and all(isinstance(x, str) and x for x in cc.robot)):
+            raise ConfigError(f"cluster.robot={cc.robot!r}: a robot id or a list of ids, one per actor")
         if cc.envs_per_actor > 1 and self.drives_hardware():
             raise ConfigError("cluster.envs_per_actor > 1 is for simulated envs; an actor that drives "
                               "a robot has exactly one env")

@@ -184,21 +184,29 @@ class RayRun:
         return dict(num_cpus=self.cc.learner_cpus, num_gpus=1 if gpu else 0, max_restarts=0,
                     max_concurrency=4)
 
-    def _actor_options(self, resources: dict) -> dict:
+    def robot_ids(self) -> list[str]:
+        r = self.cc.robot
+        return [x for x in ([r] if isinstance(r, str) else list(r)) if x]
+
+    def _actor_options(self, resources: dict, i: int = 0) -> dict:
+        """Ray options of actor i: a sim actor spreads and restarts; a robot actor is pinned to
+        the node offering robot:<id> (the i-th of `[cluster] robot`) and never restarted."""
         cc = self.cc
         if self.hardware:
-            if not cc.robot:
+            ids = self.robot_ids()
+            if not ids:
                 raise ConfigError("this launch file drives a robot (env_kwargs backend/port): under "
-                                  "Ray set [cluster] robot = \"ID\" and start the robot computer's Ray "
-                                  "node with --resources '{\"robot:ID\": 1}' (docs/runtime.md)")
-            res = f"robot:{cc.robot}"
+                                  "Ray set [cluster] robot = \"ID\" (or a list, one per actor) and start "
+                                  "the robot computer's Ray node with --resources '{\"robot:ID\": 1}' "
+                                  "(docs/runtime.md)")
+            if len(ids) != self.cfg.actors:
+                raise ConfigError(f"actors = {self.cfg.actors} but [cluster] robot names {len(ids)} "
+                                  f"robot(s) ({', '.join(ids)}): one actor per robot")
+            res = f"robot:{ids[i]}"
             if resources.get(res, 0) < 1:
                 raise ConfigError(f"no node of the Ray cluster offers the resource {res}: on the robot "
                                   f"computer run `ray start --address HEAD:6379 --resources "
                                   f"'{{\"{res}\": 1}}'` (docs/runtime.md)")
-            if self.cfg.actors > 1:
-                raise ConfigError(f"actors = {self.cfg.actors} for one robot ({res}): one robot, one "
-                                  "actor")
             # never restarted: a robot comes back through its own start-up checks
             return dict(num_cpus=cc.actor_cpus, resources={res: 1}, max_restarts=0,
                         max_task_retries=0, max_concurrency=2)
@@ -211,17 +219,17 @@ class RayRun:
         need = cc.learner_cpus + cfg.actors * cc.actor_cpus
         ray = self.ray = init_ray(cc.address, num_cpus=need)
         resources = ray.cluster_resources()
-        actor_opts = self._actor_options(resources)
+        actor_opts = [self._actor_options(resources, i) for i in range(cfg.actors)]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         L = ray.remote(LearnerWorker).options(**self._learner_options(resources))
         self.learner = L.remote(cfg, str(self.run_dir))
         self.endpoints = d, w = ray.get(self.learner.endpoints.remote())
         self.infos["learner"] = ray.get(self.learner.info.remote())
         self.learner_ref = self.learner.run.remote()
-        A = ray.remote(ActorWorker).options(**actor_opts)
         n_envs = 1 if self.hardware else cc.envs_per_actor
         for i in range(cfg.actors):
             name = f"actor{i}"
+            A = ray.remote(ActorWorker).options(**actor_opts[i])
             self.actors[name] = A.remote(cfg, name, d, w, cfg.seed + ACTOR_SEED_STRIDE * (i + 1),
                                          str(self.run_dir), n_envs)
             self.restarts[name] = 0
@@ -279,7 +287,7 @@ class RayRun:
                 why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
                 self.failed[name] = why
                 if self.hardware:
-                    self.print(f"ray: {name} (robot {self.cc.robot}) died and is NOT restarted: bring "
+                    self.print(f"ray: {name} (robot {self.robot_ids()[int(name[5:])]}) died and is NOT restarted: bring "
                                "the robot back through its start-up checks, then start the actor "
                                f"again (robolearn actor ... --id {name}); {why}")
                 else:
