@@ -30,7 +30,7 @@ $(VENV)/.robolearn-bench-installed: $(STAMP)
 demo: setup
 	$(BIN)/robolearn train launch/demo_arm_reach.toml --out runs/demo --overwrite
 
-# the suite covers the SB3 comparison and the CLIP reward too, so it installs those extras
+# the suite covers the SB3 comparison, the CLIP reward and the Ray engine too, so it installs those extras
 test: setup-bench
 	$(BIN)/python -m pytest -q
 

@@ -60,7 +60,8 @@ def init_ray(address: str = "", num_cpus: float | None = None, **kwargs):
         ray.init(address=address, **common)
     else:
         ncpu = max(os.cpu_count() or 1, int(math.ceil(num_cpus or 0)))
-        ray.init(num_cpus=ncpu, include_dashboard=False, **common)
+        # "local": always a new local instance, never one some other job on this machine started
+        ray.init(address="local", num_cpus=ncpu, include_dashboard=False, **common)
     return ray
 
 
