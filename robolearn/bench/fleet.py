@@ -150,12 +150,31 @@ def sample_transitions(n: int) -> list[dict]:
                       "next_obs": {k: np.array(v) for k, v in nxt.items()}, "terminated": term,
                       "truncated": trunc, "success": bool(info.get("success")), "step": i})
         obs = nxt if not (term or trunc) else env.reset()[0]
-    fp_env = env
     from robolearn.runtime import messages as M
 
-    fp = M.env_fingerprint(ENV, fp_env.observation_space, fp_env.action_space)
+    fp = M.env_fingerprint(ENV, env.observation_space, env.action_space)
+    obs_space, act_space = env.observation_space, env.action_space
     env.close()
-    return items, fp
+    return items, fp, obs_space, act_space
+
+
+def with_camera(items: list[dict], obs_space, act_space, size: int = 84):
+    """The same transitions with an 84x84x3 uint8 camera frame in obs and next_obs (what a
+    pixel policy sends), and the matching fingerprint."""
+    import gymnasium as gym
+
+    from robolearn.runtime import messages as M
+
+    rng = np.random.default_rng(0)
+    out = []
+    for t in items:
+        t = dict(t)
+        t["obs"] = {**t["obs"], "camera": rng.integers(0, 255, (size, size, 3), np.uint8)}
+        t["next_obs"] = {**t["next_obs"], "camera": rng.integers(0, 255, (size, size, 3), np.uint8)}
+        out.append(t)
+    space = gym.spaces.Dict({**obs_space.spaces,
+                             "camera": gym.spaces.Box(0, 255, (size, size, 3), np.uint8)})
+    return out, M.env_fingerprint(ENV, space, act_space)
 
 
 def _zmq_receiver(endpoint: str, expect: int, fingerprint: dict, q) -> None:
@@ -206,6 +225,8 @@ def measure_zmq(items: list[dict], fp: dict, batches: int) -> dict:
     n = batches * len(items)
     assert got == n
     return {"transport": "zeromq (msgpack, today's format)", "transitions": n,
+            "bytes_per_transition": len(M.encode(M.TRANSITIONS, actor_id="bench", session="s",
+                                                 batch=M.stack_transitions(items))) / len(items),
             "wall_s": wall, "us_per_transition": wall / n * 1e6}
 
 
@@ -259,20 +280,24 @@ def main(argv: list[str]) -> int:
                 print(f"[bench fleet] {engine:5s} actors {n}: {r['env_steps_per_s']:.0f} env steps/s "
                       f"into the learner ({r['window_s']:.1f} s window)", flush=True)
                 results["throughput"].append(r)
-    items, fp = sample_transitions(args.batch)
-    results["data_plane"].append(measure_zmq(items, fp, args.batches))
-    if "ray" in args.engines:
-        results["data_plane"].append(measure_ray_calls(items, fp, args.batches))
-    for d in results["data_plane"]:
-        print(f"[bench fleet] {d['transport']}: {d['us_per_transition']:.1f} us per transition "
-              f"({d['transitions']} in {d['wall_s']:.2f} s)", flush=True)
+    items, fp, obs_space, act_space = sample_transitions(args.batch)
+    pixels, fp_pix = with_camera(items, obs_space, act_space)
+    for obs, its, f, nb in (("state", items, fp, args.batches),
+                            ("state + 84x84x3 camera", pixels, fp_pix, max(1, args.batches // 10))):
+        rows = [measure_zmq(its, f, nb)]
+        if "ray" in args.engines:
+            rows.append(measure_ray_calls(its, f, nb))
+        for d in rows:
+            d["obs"] = obs
+            print(f"[bench fleet] {obs}, {d['transport']}: {d['us_per_transition']:.1f} us per "
+                  f"transition ({d['transitions']} in {d['wall_s']:.2f} s)", flush=True)
+        if len(rows) == 2:
+            rows[1]["ray_vs_zeromq"] = rows[1]["us_per_transition"] / rows[0]["us_per_transition"]
+        results["data_plane"] += rows
     base = {r["actors"]: r["env_steps_per_s"] for r in results["throughput"] if r["engine"] == "local"}
     for r in results["throughput"]:
         if r["engine"] == "ray" and r["actors"] in base:
             r["ray_vs_launch"] = r["env_steps_per_s"] / base[r["actors"]]
-    if len(results["data_plane"]) == 2:
-        results["ray_vs_zeromq_per_transition"] = (results["data_plane"][1]["us_per_transition"]
-                                                   / results["data_plane"][0]["us_per_transition"])
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "README.md").write_text(markdown(results, argv))
     print(markdown(results, argv))
@@ -294,9 +319,10 @@ def markdown(res: dict, argv: list[str]) -> str:
     lines += ["", "## Data plane: cost per transition", "",
               "Batches of real transitions from one process to another, checked on arrival "
               "(wall time over sender + receiver).", "",
-              "| transport | transitions | us per transition |", "|---|---|---|"]
+              "| observation | transport | transitions | us per transition | Ray / ZeroMQ |",
+              "|---|---|---|---|---|"]
     for d in res["data_plane"]:
-        lines.append(f"| {d['transport']} | {d['transitions']} | {d['us_per_transition']:.1f} |")
-    if "ray_vs_zeromq_per_transition" in res:
-        lines += ["", f"Ray / ZeroMQ cost per transition: **{res['ray_vs_zeromq_per_transition']:.2f}x**."]
+        ratio = f"**{d['ray_vs_zeromq']:.2f}x**" if "ray_vs_zeromq" in d else "-"
+        lines.append(f"| {d['obs']} | {d['transport']} | {d['transitions']} | "
+                     f"{d['us_per_transition']:.1f} | {ratio} |")
     return "\n".join(lines) + "\n"
