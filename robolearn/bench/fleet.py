@@ -316,6 +316,10 @@ def markdown(res: dict, argv: list[str]) -> str:
         ratio = f"{r['ray_vs_launch']:.2f}" if "ray_vs_launch" in r else "-"
         lines.append(f"| {r['actors']} | {r['engine']} | {r['envs_per_actor']} | "
                      f"{r['env_steps_per_s']:.0f} | {ratio} |")
+    lines += ["", f"With {res['cpu_count']} cores, the learner and the actors share them: more actors "
+              "than free cores contend (4 actors + learner = 5 busy processes), so the rate stops "
+              "growing with the actor count; on a shared machine, other jobs move these figures "
+              "between configurations too (each row is one window, not an average)."]
     lines += ["", "## Data plane: cost per transition", "",
               "Batches of real transitions from one process to another, checked on arrival "
               "(wall time over sender + receiver).", "",
