@@ -14,6 +14,7 @@ BENCHES = {
     "resets": "physical resets in sim: ArmPush scripted cube reset (200 episodes), CarLap autonomous practice; --only learned / car-learned train (reset-free ArmPush, CarLap practice)",
     "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
     "simba": "SimBa networks vs the plain MLP (sac): update time ratio, returns at equal env steps",
+    "soak": "a fine-tuning session under scheduled faults (bus noise, camera stall, kills, disk full); checks nothing is lost",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 
