@@ -37,8 +37,8 @@ ROUND_S = 600.0               # one round of every fault kind per 10 minutes
 #: (kind, offset in the round as a fraction, duration s)
 ROUND = (("bus_corrupt", 0.04, 20.0), ("bus_drop", 0.10, 20.0), ("camera_stall", 0.16, 10.0),
          ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0), ("disk_full", 0.56, 90.0))
-CORRUPT_RATE = 0.05           # of replies, during a bus_corrupt burst
-DROP_RATE = 0.001             # of reply bytes, during a bus_drop burst (~6 % of sync reads)
+CORRUPT_RATE = 0.004          # of replies, during a bus_corrupt burst (5 % ended a session: see docs)
+DROP_RATE = 0.0003            # of reply bytes, during a bus_drop burst (~2 % of 6-servo sync reads)
 #: the reach session has no reward model: see docs/runtime.md "Soak" (not injected, said so)
 NOT_APPLICABLE = {"reward_model_kill": "the ArmReach session computes its reward from the arm's "
                                        "joint readings in the actor's env step; there is no reward-"
