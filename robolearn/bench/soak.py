@@ -34,9 +34,11 @@ PRETRAIN = ["--env", "robolearn/ArmReach-v0", "--algo", "sac", "--steps", "10000
 DISK_MB = 256                 # the session's filesystem
 FREE_BYTES = 1 << 20          # left free while the disk is "nearly full": an episode fits, a checkpoint not
 ROUND_S = 600.0               # one round of every fault kind per 10 minutes
-#: (kind, offset in the round as a fraction, duration s)
+#: (kind, offset in the round as a fraction, duration s); disk_full is held until the learner's
+#: next checkpoint fails (at most that long): one comes every 500 updates, which took over 90 s
+#: at the ~6 env steps/s of the hard-reality reach session (a 90 s hold saw none)
 ROUND = (("bus_corrupt", 0.04, 20.0), ("bus_drop", 0.10, 20.0), ("camera_stall", 0.16, 10.0),
-         ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0), ("disk_full", 0.56, 90.0))
+         ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0), ("disk_full", 0.56, 300.0))
 CORRUPT_RATE = 0.004          # of replies, during a bus_corrupt burst (5 % ended a session: see docs)
 DROP_RATE = 0.0003            # of reply bytes, during a bus_drop burst (~2 % of 6-servo sync reads)
 #: the reach session has no reward model: see docs/runtime.md "Soak" (not injected, said so)
