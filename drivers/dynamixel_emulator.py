@@ -222,4 +222,5 @@ class DynamixelArmEmulator(ArmEmulator):
             cal = self.calibration[self.calibration.names[i]]
             actual = self._peek(sid, g) - self._peek(sid, dxl.HOMING_OFFSET)
             self.goal[i] = float(cal.to_rad(actual))
+            self._count_goal(i, self.goal[i])
         return 0

@@ -181,6 +181,7 @@ class EmulatedRobot:
     camera_urls: dict = field(default_factory=dict)
     truth_url: str | None = None      # the plant's true poses (reports only; see CameraStreamer.truth)
     hand_url: str | None = None       # the operator's hand (emulated human prompts only)
+    faults_url: str | None = None     # POST /faults, GET /faults.json (drivers/fault_control.py)
     reality: Reality | None = None
     emulator: object = None           # in-process: the ArmEmulator / CarEmulator
     streamer: CameraStreamer | None = None
@@ -274,4 +275,4 @@ def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> Emu
     info = json.loads(lines[1])
     return EmulatedRobot(kind=kind, port=lines[0], camera_urls=info.get("cameras", {}),
                          truth_url=info.get("truth"), hand_url=info.get("hand"),
-                         reality=load_reality(reality), process=p)
+                         faults_url=info.get("faults"), reality=load_reality(reality), process=p)

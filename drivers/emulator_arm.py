@@ -56,6 +56,10 @@ class FirstOrderServos:
 #: how far (rad) a servo horn turns past its joint's range: goals up to this far out press
 #: the link against the joint's mechanical stop (the MJCF range) instead of being clipped
 SERVO_TRAVEL_RAD = 0.5
+#: how far (rad) past a joint's range a goal may lie before the emulator counts it unsafe: the
+#: measured calibration leaves ~0.01 rad of offset error, so a command at the software limit
+#: can land that far past the true range; stop calibration presses 0.2 rad and more past it
+GOAL_TOLERANCE_RAD = 0.05
 
 
 class ArmSimPlant:
@@ -170,6 +174,12 @@ class ArmEmulator(EmulatorThreads):
         self.parser = ft.PacketParser()
         self.registered: dict[int, tuple[int, bytes]] = {}   # REG_WRITE waiting for ACTION
         self.packets_handled = 0
+        # every goal-position write the servos received, and those outside the joints' range
+        # (true frame, `GOAL_TOLERANCE_RAD` allowed): what "no unsafe command reached the servos"
+        # is checked against, on the servo side of the wire, not the policy side
+        self.goal_writes = 0
+        self.unsafe_goal_writes = 0
+        self.unsafe_examples: list[dict] = []
         self._init_threads()
         self.physics_overruns = 0
 
@@ -327,3 +337,19 @@ class ArmEmulator(EmulatorThreads):
             # raw = goal + homing offset
             goal = int(np.clip(self._peek(sid, ft.GOAL_POSITION), lo, hi)) + self._peek(sid, ft.HOMING_OFFSET)
             self.goal[i] = float(cal.to_rad(goal))
+            self._count_goal(i, self.goal[i])
+
+    def _count_goal(self, i: int, goal_rad: float) -> None:
+        self.goal_writes += 1
+        lo, hi = self.plant.lower[i] - GOAL_TOLERANCE_RAD, self.plant.upper[i] + GOAL_TOLERANCE_RAD
+        if not lo <= goal_rad <= hi:
+            self.unsafe_goal_writes += 1
+            if len(self.unsafe_examples) < 20:
+                self.unsafe_examples.append({"joint": self.plant.names[i], "goal_rad": round(goal_rad, 4),
+                                             "range": [round(float(self.plant.lower[i]), 4),
+                                                       round(float(self.plant.upper[i]), 4)],
+                                             "t": round(time.monotonic(), 3)})
+
+    def goal_counts(self) -> dict:
+        return {"goal_writes": self.goal_writes, "unsafe_goal_writes": self.unsafe_goal_writes,
+                "unsafe_examples": list(self.unsafe_examples)}

@@ -43,15 +43,28 @@ class Faults:
     def __post_init__(self):
         self.silent_ids = set(self.silent_ids)
         self.rng = np.random.default_rng(self.seed)
+        # what was done to the wire, so a soak can match what the host saw against it
+        self.replies_corrupted = 0
+        self.bytes_dropped = 0
+        self.replies_with_drops = 0
 
     def mangle(self, data: bytes) -> bytes:
         """Apply corruption and drops to one reply (checksum is the last byte of a packet)."""
         if self.corrupt_rate and self.rng.random() < self.corrupt_rate and data:
             data = data[:-1] + bytes([data[-1] ^ 0x5A])
+            self.replies_corrupted += 1
         if self.drop_rate:
             keep = self.rng.random(len(data)) >= self.drop_rate
-            data = bytes(b for b, k in zip(data, keep) if k)
+            lost = int(len(data) - keep.sum())
+            if lost:
+                self.bytes_dropped += lost
+                self.replies_with_drops += 1
+                data = bytes(b for b, k in zip(data, keep) if k)
         return data
+
+    def counts(self) -> dict:
+        return {"replies_corrupted": self.replies_corrupted, "bytes_dropped": self.bytes_dropped,
+                "replies_with_drops": self.replies_with_drops}
 
 
 # Linux ioctls to unlock a pty master opened from /dev/ptmx and ask its slave number

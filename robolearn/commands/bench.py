@@ -15,6 +15,7 @@ BENCHES = {
     "rewards": "reward models vs the sim's ground truth: classifier P/R, progress rank correlation, RL",
     "simba": "SimBa networks vs the plain MLP (sac): update time ratio, returns at equal env steps",
     "fleet": "env steps/s into the learner with 1, 2, 4 sim actors on Ray vs launch; data plane cost per transition (ZeroMQ vs Ray)",
+    "soak": "a fine-tuning session under scheduled faults (bus noise, camera stall, kills, disk full); checks nothing is lost",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

@@ -111,6 +111,10 @@ def run(args) -> int:
     if not args.no_cameras and model is not None:
         streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port,
                                   seed=args.seed)
+    if streamer is not None:  # faults from outside (robolearn bench soak): POST /faults
+        from robolearn.drivers.fault_control import FaultControl
+
+        FaultControl(emu, streamer).install(streamer.server)
     # Installed before the port is printed: a parent that reads the port and stops us at once
     # must get the clean Ctrl-C path, not the default SIGTERM death.
     signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
@@ -133,6 +137,8 @@ def _announce_and_serve(args, emu, streamer, reality) -> None:
     print(emu.path, flush=True)
     print(json.dumps({"cameras": streamer.urls if streamer else {},
                       "truth": streamer.truth_url if streamer else None,
+                      "faults": (f"http://{streamer.server.host}:{streamer.server.port}/faults"
+                                 if streamer else None),
                       "hand": streamer.hand_url if streamer else None}), flush=True)
     print(f"emulating {args.device} ({type(emu.plant).__name__}, reality: {reality.source}) on "
           f"{emu.path}; Ctrl-C to stop", file=sys.stderr, flush=True)

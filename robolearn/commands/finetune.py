@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
                         help="only the zero-shot evaluation of the pretrained policy on the robot (and "
                              "the arm calibration, if on): no learner, no actor")
     parser.add_argument("--quiet", action="store_true", help="no periodic progress lines")
+    parser.add_argument("--max-restarts", type=int, default=LEARNER_RESTARTS,
+                        help=f"restarts allowed for a killed learner, and for an actor killed by a "
+                             f"signal, each (default {LEARNER_RESTARTS}; a soak kills them on purpose)")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete an earlier session in the run folder and start again")
     parser.add_argument("--resume", action="store_true",
@@ -103,6 +106,8 @@ def run(args) -> int:
         ft.calibrate_perception = args.calibrate_perception
     if args.calibrate_arm is not None or args.calibrate_perception is not None:
         cfg.validate()
+    if args.max_restarts < 0:
+        raise ConfigError(f"--max-restarts {args.max_restarts}: must be >= 0")
     if args.record and args.episodes < 1:
         raise ConfigError(f"--episodes {args.episodes}: record at least 1 episode")
     if args.zero_shot_only and (ft.load == "none" or not ft.zero_shot_episodes):
@@ -161,6 +166,9 @@ def _session(args, cfg, run_dir) -> int:
             cfg.env_kwargs.update(emulator.env_kwargs())
             ft.truth_url = emulator.truth_url
             print(f"emulated robot: {emulator.describe()}", flush=True)
+            from robolearn.jsonfile import write_json_atomic
+
+            write_json_atomic(run_dir / "robot.json", emulator.info())  # where a soak injects faults
         arm_calibration = None
         if ft.calibrate_arm:
             print("calibrating the arm against its mechanical stops (robolearn calibrate-arm)", flush=True)
@@ -221,7 +229,9 @@ def _session(args, cfg, run_dir) -> int:
         base = [sys.executable, "-m", "robolearn.cli"]
         logs = run_dir / "logs"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        files, restarts = [], 0
+        files, restarts, actor_restarts = [], 0, 0
+        restart_log: list[dict] = []  # every restart, for the report (a soak matches its kills)
+        t_session = time.monotonic()
 
         def start(name, cmd):
             f = open(logs / f"{name}.log", "a")
@@ -248,22 +258,39 @@ def _session(args, cfg, run_dir) -> int:
                     break
                 rc = learner.poll()
                 if rc is not None and rc != 0:
-                    if restarts >= LEARNER_RESTARTS:
+                    if restarts >= args.max_restarts:
                         failed["learner"] = rc
                         _stop([actor], grace=GRACE_S)
                         break
                     restarts += 1
                     print(f"learner exited with code {rc}: the actor holds the robot; restarting "
                           f"the learner from the session's last checkpoint ({restarts}/"
-                          f"{LEARNER_RESTARTS})", flush=True)
+                          f"{args.max_restarts})", flush=True)
                     learner = start("learner", learner_cmd)
+                    restart_log.append({"process": "learner", "rc": rc, "pid": learner.pid,
+                                        "t_s": round(time.monotonic() - t_session, 1)})
                 elif rc == 0:  # budget reached: the actor is told to stop by the learner
                     try:
                         actor.wait(timeout=GRACE_S)
                     except subprocess.TimeoutExpired:
                         _stop([actor], grace=5.0)
                     break
-                if actor.poll() is not None:
+                arc = actor.poll()
+                if arc is not None and arc < 0 and actor_restarts < args.max_restarts:
+                    # killed by a signal (SIGKILL, the OOM killer): not a bus or device fault,
+                    # which exits with an error code and ends the session below. The new actor
+                    # holds still until the learner's weights arrive and appends to the
+                    # recording; the killed one's episode in progress was never completed.
+                    actor_restarts += 1
+                    summary_file = run_dir / "actor_robot0.json"  # its counts, up to ~5 s old
+                    if summary_file.exists():
+                        summary_file.rename(run_dir / f"actor_robot0.killed{actor_restarts}.json")
+                    print(f"actor killed by signal {-arc}: restarting it ({actor_restarts}/"
+                          f"{args.max_restarts}); its episode in progress is not recorded", flush=True)
+                    actor = start("actor", actor_cmd)
+                    restart_log.append({"process": "actor", "rc": arc, "pid": actor.pid,
+                                        "t_s": round(time.monotonic() - t_session, 1)})
+                elif arc is not None:
                     if actor.returncode != 0:
                         failed["actor"] = actor.returncode
                     print(f"actor exited with code {actor.returncode}: stopping the learner", flush=True)
@@ -284,6 +311,8 @@ def _session(args, cfg, run_dir) -> int:
             for s, h in old.items():
                 signal.signal(s, h)
         report_extra["learner_restarts"] = restarts
+        report_extra["actor_restarts"] = actor_restarts
+        report_extra["restarts"] = restart_log
         report_extra["failed"] = failed
         report_extra["stopped_by_signal"] = stopping["signal"]
         if stopping["signal"] is None and not failed and ft.final_episodes:
@@ -297,6 +326,8 @@ def _session(args, cfg, run_dir) -> int:
                                                         "exit_reason", "utd")}
         if emulator is not None and emulator.truth_url:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
+        if emulator is not None:
+            report_extra["emulator_faults"] = emulator.fault_state()
         report = session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:

@@ -83,6 +83,8 @@ class RecordingWrapper(gym.Wrapper):
         try:
             ep.finish()
             self.saved += 1
+            # the session's own count of completed episodes (a soak checks the disk against it)
+            log.info("recorded episode %d (%d steps)", ep.index, ep.steps)
         except Exception as exc:  # disk full, ...: say so, keep going, earlier episodes intact
             log.error("could not write episode %d: %s", ep.index, exc)
             ep.discard()

@@ -295,6 +295,7 @@ class Actor:
         self.swaps = 0
         self.paused_ticks = 0
         self.exit_reason = "running"
+        self._t0 = self._last_summary = time.monotonic()
         hz = self.acfg.loop_hz
         if hz is None:
             hz = float(self.env.unwrapped.metadata.get("control_hz")
@@ -357,6 +358,7 @@ class Actor:
         if self.acfg.max_steps and self.control.env_steps >= self.acfg.max_steps:
             self.exit_reason = "max_steps"
             self.stop_event.set()
+        self._periodic_summary()
         if self.stop_event.is_set():
             return "pause"
         lost = not link.learner_alive
@@ -379,7 +381,7 @@ class Actor:
         torch.set_num_threads(self.acfg.threads)
         self.link.start()  # before raising priority: the link thread must not inherit it
         priority = raise_priority() if self.acfg.realtime and self.hz > 0 else "default"
-        t0 = time.monotonic()
+        t0 = self._t0 = self._last_summary = time.monotonic()
         failure = None
         try:
             self.control.run(stop=self.stop_event)
@@ -431,7 +433,35 @@ class Actor:
             "reconnects": link.reconnects, "bad_messages": link.bad_messages,
             "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
             "loop": ctl.stats.summary(),
+            **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),
         }
+
+    def _periodic_summary(self) -> None:
+        """Rewrite actor_<id>.json every SUMMARY_EVERY_S: a killed actor (SIGKILL writes nothing
+        at exit) leaves counts at most that old, which the session report adds up."""
+        now = time.monotonic()
+        if self.out_dir is None or now - self._last_summary < SUMMARY_EVERY_S:
+            return
+        self._last_summary = now
+        try:
+            summary = self.summary(now - self._t0)
+            summary["exit_reason"] = "running"
+            self._write_summary(summary, quiet=True)
+        except Exception as exc:  # noqa: BLE001 - a report must never stop the robot's loop
+            log.error("%s: periodic summary not written (%s)", self.actor_id, exc)
+
+
+#: seconds between an actor's periodic summaries (actor_<id>.json, exit_reason "running")
+SUMMARY_EVERY_S = 5.0
+
+
+def bus_stats(env) -> dict | None:
+    """The servo bus's counters (transactions, retries, bad checksums) of a real arm env, or
+    None: what the driver saw of a noisy bus, to set beside what the emulator injected."""
+    robot = getattr(getattr(getattr(env, "unwrapped", None), "backend", None), "robot", None)
+    bus = getattr(robot, "bus", None)
+    stats = getattr(bus, "stats", None)
+    return dict(stats) if isinstance(stats, dict) else None
 
 
 def _make_env(cfg: LaunchConfig):

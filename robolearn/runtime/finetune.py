@@ -277,6 +277,25 @@ class EmulatedRobotSession:
     def truth_url(self) -> str:
         return self.robot.truth_url or ""
 
+    def info(self) -> dict:
+        """robot.json: where the emulated robot is (port, cameras, truth, fault control)."""
+        return {"kind": self.kind, "port": self.robot.port, "cameras": self.robot.camera_urls,
+                "truth": self.robot.truth_url, "faults": self.robot.faults_url,
+                "pid": self.robot.process.pid if self.robot.process is not None else None}
+
+    def fault_state(self) -> dict | None:
+        """The emulator's own count of the faults done to it and of the goal writes it received
+        (GET /faults.json), None if it cannot be asked."""
+        from robolearn.drivers.truth import fetch_truth
+        from robolearn.errors import DeviceError
+
+        if not self.robot.faults_url:
+            return None
+        try:
+            return fetch_truth(self.robot.faults_url + ".json")
+        except DeviceError:
+            return None
+
     def describe(self) -> str:
         return (f"{self.kind} on {self.robot.port}, reality {self.cfg.finetune.reality}, "
                 f"cameras {self.robot.camera_urls}, truth {self.robot.truth_url}")

@@ -46,6 +46,11 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "reset_failures": int(sum(1 for r in resets if r.get("ok") is False or r.get("failures", 0))),
         "human_prompts": int(sum(r.get("human_prompts", 0) for r in resets)),
         "loop": {k: a.get("loop") for k, a in actors.items()},
+        # the servo bus as the driver saw it, over every actor process of the session
+        "bus": _sum_counts([a.get("bus") for a in actors.values()]),
+        "checkpoint_failures": _count_lines(run_dir / "logs" / "learner.log", "checkpoint at env step",
+                                            "failed"),
+        "episodes_not_written": _count_lines(run_dir / "logs" / "actor.log", "could not write episode"),
         **(extra or {}),
     }
     # every human prompt of the session: training episodes, zero-shot and final evaluations
@@ -60,6 +65,27 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     except Exception as exc:  # a plot must never cost the JSON
         log.warning("session_report.png not written: %s", exc)
     return report
+
+
+def _sum_counts(dicts: list) -> dict | None:
+    dicts = [d for d in dicts if isinstance(d, dict)]
+    if not dicts:
+        return None
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            if isinstance(v, (int, float)):
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def _count_lines(path: Path, *words: str) -> int:
+    """Lines of a log holding all `words` (each process incarnation appends to the same log)."""
+    try:
+        with open(path, errors="replace") as f:
+            return sum(1 for line in f if all(w in line for w in words))
+    except OSError:
+        return 0
 
 
 def _episodes(root: Path) -> list[dict]:

@@ -125,6 +125,7 @@ class Learner:
         self.published = 0
         self.bad_messages = 0
         self.nonfinite = 0           # transitions refused for NaN/inf (counted, logged)
+        self.checkpoint_failures = 0  # periodic checkpoints that failed (disk full): logged, training went on
         self.refused = 0
         self.dropped_unknown = 0
         self.socket_log = SocketEventLog(self.lcfg.max_message_bytes)
@@ -395,7 +396,7 @@ class Learner:
                                    "updates": int(self.agent.num_updates), **self.last_eval})
                 ce = self.lcfg.checkpoint_every
                 if ce and self.agent.num_updates - last_ckpt >= ce:
-                    self.save_checkpoint()
+                    self.periodic_checkpoint()
                     last_ckpt = self.agent.num_updates
                 if total and self.env_steps >= total and self.updates_due() <= 0:
                     reason = "total_env_steps reached"
@@ -419,6 +420,7 @@ class Learner:
             "nonfinite_transitions": self.nonfinite,
             "rejected_missing_reward": self.rejected_missing_reward,
             "peer_disconnects": self.peer_disconnects,
+            "checkpoint_failures": self.checkpoint_failures,
             "rejected_handshakes": self.rejected_handshakes,
             "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
                                        "alive": r.alive} for r in self.actors.values()},
@@ -428,6 +430,20 @@ class Learner:
         if self._metrics_f is not None:
             self._metrics_f.write(json.dumps(rec) + "\n")
             self._metrics_f.flush()
+
+    def periodic_checkpoint(self) -> Path | None:
+        """A checkpoint on the way: one that fails (disk full, read-only) is logged and counted
+        and training goes on, since the previous checkpoint is intact and the next one is due
+        after another `checkpoint_every` updates; only the final checkpoint's failure stops."""
+        from robolearn.errors import DatasetError
+
+        try:
+            return self.save_checkpoint()
+        except DatasetError as exc:
+            self.checkpoint_failures += 1
+            log.error("checkpoint at env step %d failed (%d so far), training goes on: %s",
+                      self.env_steps, self.checkpoint_failures, exc)
+            return None
 
     def save_checkpoint(self) -> Path:
         """checkpoints/step_<N>/: agent state, policy weights, replay (safetensors/npy/JSON),
