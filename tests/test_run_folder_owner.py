@@ -133,3 +133,18 @@ def test_interrupted_run_is_not_called_finished(tmp_path, capsys):
         clear_earlier_run(tmp_path, overwrite=False)
     msg = str(exc.value)
     assert "interrupted run" in msg and "finished" not in msg and f"train --resume {tmp_path}" in msg
+
+
+def test_a_live_actors_periodic_summary_is_not_an_earlier_run(tmp_path):
+    """Actors rewrite actor_<id>.json while they run (exit_reason "running"), e.g. while they
+    wait for a restarted learner: that file must not make the folder look like an old run."""
+    from robolearn.commands.run_owner import take_run_folder
+    from robolearn.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "actor_a0.json").write_text('{"exit_reason": "running", "env_steps": 10}')
+    take_run_folder(run, overwrite=False).release()
+    (run / "actor_a0.json").write_text('{"exit_reason": "max_steps", "env_steps": 10}')
+    with pytest.raises(ConfigError, match=r"actor_a0.json"):
+        take_run_folder(run, overwrite=False)

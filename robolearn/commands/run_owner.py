@@ -36,9 +36,21 @@ def take_run_folder(run_dir: Path, *, overwrite: bool, owned_by: int | None = No
                        busy_hint="wait for that run to end, or choose another --out")
     try:
         if not keep_existing:
-            actors = sorted(p.name for p in run_dir.glob("actor_*.json"))
+            actors = sorted(p.name for p in run_dir.glob("actor_*.json") if not _still_running(p))
             clear_earlier_run(run_dir, overwrite, resume=resume, files=ASYNC_RUN_FILES + tuple(actors))
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def _still_running(actor_summary: Path) -> bool:
+    """An actor's periodic summary (`exit_reason: "running"`, rewritten every few seconds while
+    it streams) belongs to the run going on, e.g. an actor waiting for its restarted learner:
+    not an earlier run."""
+    import json
+
+    try:
+        return json.loads(actor_summary.read_text()).get("exit_reason") == "running"
+    except (OSError, ValueError, AttributeError):  # unreadable: an earlier run's file
+        return False

@@ -361,18 +361,7 @@ class Actor:
         self._periodic_summary()
         if self.stop_event.is_set():
             return "pause"
-        lost = not link.learner_alive
-        policy = self.acfg.on_learner_lost
-        if lost and policy == "stop" and link.ever_connected:
-            self.exit_reason = "learner lost (on_learner_lost = stop)"
-            self.stop_event.set()
-            return "pause"
-        if lost and (policy == "pause" or (self.active is None and not self.acfg.act_without_learner)):
-            # no learner and no trained weights: never drive a robot with an untrained random
-            # policy unless the launch file explicitly allows it
-            self.paused_ticks += 1
-            return "pause"
-        return None
+        return hold_for_lost_learner(self, link)
 
     # ------------------------------------------------------------------------- run
     def run(self) -> dict:
@@ -453,6 +442,24 @@ class Actor:
 
 #: seconds between an actor's periodic summaries (actor_<id>.json, exit_reason "running")
 SUMMARY_EVERY_S = 5.0
+
+
+def hold_for_lost_learner(actor, link: LearnerLink) -> str | None:
+    """The `on_learner_lost` rule for one tick of `actor` (an `Actor` or a `VectorActor`):
+    "pause" to hold still this tick (and, for `stop`, end the run), None to act."""
+    if link.learner_alive:
+        return None
+    policy = actor.acfg.on_learner_lost
+    if policy == "stop" and link.ever_connected:
+        actor.exit_reason = "learner lost (on_learner_lost = stop)"
+        actor.stop_event.set()
+        return "pause"
+    if policy == "pause" or (actor.active is None and not actor.acfg.act_without_learner):
+        # no learner and no trained weights: never drive a robot with an untrained random
+        # policy unless the launch file explicitly allows it
+        actor.paused_ticks += 1
+        return "pause"
+    return None
 
 
 def bus_stats(env) -> dict | None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from robolearn.jsonfile import write_json_atomic
 from robolearn.runtime import messages as M
-from robolearn.runtime.actor import LearnerLink, _make_agent, _make_env
+from robolearn.runtime.actor import LearnerLink, _make_agent, _make_env, hold_for_lost_learner
 from robolearn.runtime.config import LaunchConfig
 from robolearn.runtime.loop import FixedRateLoop
 
@@ -110,16 +110,7 @@ class VectorActor:
             self.stop_event.set()
         if self.stop_event.is_set():
             return "pause"
-        lost = not lead.learner_alive
-        policy = self.acfg.on_learner_lost
-        if lost and policy == "stop" and lead.ever_connected:
-            self.exit_reason = "learner lost (on_learner_lost = stop)"
-            self.stop_event.set()
-            return "pause"
-        if lost and (policy == "pause" or (self.active is None and not self.acfg.act_without_learner)):
-            self.paused_ticks += 1
-            return "pause"
-        return None
+        return hold_for_lost_learner(self, lead)
 
     def tick(self):
         if self._before_tick() == "pause":

@@ -3,7 +3,9 @@
 For each run folder: reset the eval env (seed 0, the first eval episode's start state), draw
 2000 actions with `actor.sample` (the policy's own noise), and plot the (dx, dy) components
 of the end-effector delta beside the demos' first actions; also prints the fraction of
-samples with dy < 0 and dy > 0 (the two sides) and the deterministic action.
+samples with dy < 0 and dy > 0 (the two sides) and the deterministic action. For a flow actor
+also the chain without its per-step noise from a_0 ~ N(0, I) (green): the map flow matching
+trains, where modes learnt from demos show before SAC's noise widens them.
 
     python docs/bench/flow/plot_start_actions.py runs/flow/gauss runs/flow/flow \
         --demos runs/flow/bimodal20.npz --out docs/bench/flow/start_actions.png
@@ -46,8 +48,17 @@ def main() -> None:
                 feat = agent._with_privileged(feat, tobs)
             a = agent.actor.sample(feat, torch.Generator().manual_seed(0))[0].numpy()
             mode = agent.actor.mode(feat[:1])[0].numpy()
+            transport = None
+            if hasattr(agent.actor, "velocity"):  # the flow's noise-free map of a_0 ~ N(0, I)
+                u = torch.randn(args.samples, agent.actor.action_dim, generator=torch.Generator().manual_seed(1))
+                for k in range(agent.actor.steps):
+                    u = u + agent.actor.velocity(feat, u, k / agent.actor.steps) / agent.actor.steps
+                transport = torch.tanh(u).numpy()
         kind = agent.config.actor
         ax.scatter(a[:, 0], a[:, 1], s=3, alpha=0.3, label=f"{kind} policy samples")
+        if transport is not None:
+            ax.scatter(transport[:, 0], transport[:, 1], s=3, alpha=0.3, c="tab:green",
+                       label="flow without per-step noise (a_0 ~ N(0, I))")
         ax.scatter([mode[0]], [mode[1]], marker="x", c="k", s=60, label="deterministic action")
         if args.demos:
             d = np.load(args.demos)
@@ -61,6 +72,10 @@ def main() -> None:
         report[run] = {"actor": kind, "frac_dy_neg": float((a[:, 1] < 0).mean()),
                        "frac_dy_pos": float((a[:, 1] > 0).mean()), "mean": a.mean(0).round(3).tolist(),
                        "std": a.std(0).round(3).tolist(), "mode": mode.round(3).tolist()}
+        if transport is not None:
+            report[run]["noise_free"] = {"frac_dy_neg": float((transport[:, 1] < 0).mean()),
+                                         "frac_dy_pos": float((transport[:, 1] > 0).mean()),
+                                         "std": transport.std(0).round(3).tolist()}
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(json.dumps(report, indent=1))
