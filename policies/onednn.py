@@ -111,7 +111,12 @@ class _OneDNNEnsembleLinear(torch.autograd.Function):
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
             parts = [_OP(gy[e], w[e], None, "none", [], "") for e in e_range]
-            gx = torch.stack(parts).sum(0) if ctx.shared else torch.stack(parts)
+            if ctx.shared:  # one input read by every member: its gradient is their sum
+                gx = parts[0]
+                for p in parts[1:]:
+                    gx.add_(p)
+            else:
+                gx = torch.stack(parts)
         if ctx.needs_input_grad[1]:
             xt = x.t() if ctx.shared else None
             gw = torch.stack([_OP(xt if ctx.shared else x[e].t(), gy[e].t(), None, "none", [], "")
