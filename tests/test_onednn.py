@@ -120,14 +120,17 @@ def _buffer(n=300):
 
 
 @needs_op
-@pytest.mark.parametrize("algo", ["sac", "redq"])
-def test_agent_update_onednn_matches_torch(algo):
+@pytest.mark.parametrize("algo,extra", [("sac", {}), ("redq", {}), ("droq", {}), ("crossq", {}), ("rlpd", {}),
+                                        ("sac", {"network": "simba", "simba_actor_width": 64,
+                                                 "simba_critic_width": 64}),
+                                        ("sac", {"actor": "flow"})])
+def test_agent_update_onednn_matches_torch(algo, extra):
     """Same seed, same batches: 20 updates with cpu_matmul onednn vs torch end at the same
-    parameters (fp32 summation-order differences only)."""
-    opts = dict(actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=32, device="cpu")
+    parameters (fp32 summation-order differences only), for every network kind."""
+    opts = dict(actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=32, device="cpu", **extra)
     agents = {m: make_agent(algo, STATE, ACT, seed=0, cpu_matmul=m, **opts) for m in ("onednn", "torch")}
-    assert isinstance(agents["onednn"].actor.net[0], onednn.Linear)
-    assert type(agents["torch"].actor.net[0]) is torch.nn.Linear
+    kinds = {k: {type(m) for m in a.actor.modules()} for k, a in agents.items()}
+    assert onednn.Linear in kinds["onednn"] and onednn.Linear not in kinds["torch"]
     buf = _buffer()
     for _ in range(20):
         batch = buf.sample(32)
