@@ -90,15 +90,13 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
 
 class _OneDNNEnsembleLinear(torch.autograd.Function):
     """E members, one oneDNN product each: x (E, B, in) or shared (B, in), w (E, in, out),
-    b (E, 1, out) -> (E, B, out)."""
+    b (E, 1, out) -> (E, B, out). Member views come from one `unbind` each (few ops per call:
+    at these sizes the dispatch of view ops is a visible share of the update)."""
 
     @staticmethod
     def forward(ctx, x, w, b, relu: bool):
-        attr = "relu" if relu else "none"
-        shared = x.dim() == 2
-        y = torch.stack([_OP(x if shared else x[e], w[e].t(), b[e, 0], attr, [], "")
-                         for e in range(w.shape[0])])
-        ctx.relu, ctx.shared = relu, shared
+        ctx.relu, ctx.shared = relu, x.dim() == 2
+        y = _members_forward(x, w, b, relu)
         ctx.save_for_backward(x, w, y if relu else None)
         return y
 
@@ -107,10 +105,10 @@ class _OneDNNEnsembleLinear(torch.autograd.Function):
         x, w, y = ctx.saved_tensors
         if ctx.relu:
             gy = torch.ops.aten.threshold_backward(gy, y, 0)
-        e_range = range(w.shape[0])
+        gys = gy.unbind(0)
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
-            parts = [_OP(gy[e], w[e], None, "none", [], "") for e in e_range]
+            parts = [_OP(g, wi, None, "none", [], "") for g, wi in zip(gys, w.unbind(0))]
             if ctx.shared:  # one input read by every member: its gradient is their sum
                 gx = parts[0]
                 for p in parts[1:]:
@@ -118,12 +116,19 @@ class _OneDNNEnsembleLinear(torch.autograd.Function):
             else:
                 gx = torch.stack(parts)
         if ctx.needs_input_grad[1]:
-            xt = x.t() if ctx.shared else None
-            gw = torch.stack([_OP(xt if ctx.shared else x[e].t(), gy[e].t(), None, "none", [], "")
-                              for e in e_range])
+            xts = [x.t()] * len(gys) if ctx.shared else x.transpose(1, 2).unbind(0)
+            gw = torch.stack([_OP(xt, g, None, "none", [], "")
+                              for xt, g in zip(xts, gy.transpose(1, 2).unbind(0))])
         if ctx.needs_input_grad[2]:
             gb = gy.sum(1, keepdim=True)
         return gx, gw, gb, None
+
+
+def _members_forward(x, w, b, relu: bool) -> torch.Tensor:
+    attr = "relu" if relu else "none"
+    wts = w.transpose(1, 2).unbind(0)
+    xs = [x] * len(wts) if x.dim() == 2 else x.unbind(0)
+    return torch.stack([_OP(xi, wi, bi, attr, [], "") for xi, wi, bi in zip(xs, wts, b.squeeze(1).unbind(0))])
 
 
 def ensemble_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
@@ -133,9 +138,7 @@ def ensemble_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
     if x.dim() not in (2, 3) or not _fast_ok(x, w, w.shape[-1]):
         return None
     if not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or b.requires_grad)):
-        attr = "relu" if relu else "none"
-        return torch.stack([_OP(x if x.dim() == 2 else x[e], w[e].t(), b[e, 0], attr, [], "")
-                            for e in range(w.shape[0])])
+        return _members_forward(x, w, b, relu)
     return _OneDNNEnsembleLinear.apply(x, w, b, relu)
 
 
