@@ -147,3 +147,20 @@ def test_agent_update_onednn_matches_torch(algo, extra):
 def test_cpu_matmul_is_validated():
     with pytest.raises(ConfigError, match="cpu_matmul"):
         make_agent("sac", STATE, ACT, cpu_matmul="mkl")
+
+
+@needs_op
+def test_speed_suite_gemm_paths_compute_the_product():
+    """Every fp32 path `measure_gemm_limit` times computes a real n x n x n product (so the
+    limit is a rate of that product, not of a no-op), and the oneDNN routes are all there."""
+    from robolearn.policies.speed import _gemm_paths
+
+    paths = _gemm_paths(64, "cpu")
+    names = " | ".join(paths)
+    for route in ("mm ", "bmm ", "oneDNN linear dense", "oneDNN linear packed", "mkldnn_linear mkldnn tensors"):
+        assert route in names, route
+    for name, (fn, flops) in paths.items():
+        out = fn()
+        out = out.to_dense() if out.layout == torch._mkldnn else out
+        assert out.shape[-2:] == (64, 64) and flops >= 2 * 64 ** 3, name
+        assert torch.isfinite(out).all() and out.abs().sum() > 0, name
