@@ -12,6 +12,7 @@ from robolearn.errors import ConfigError
 PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
 NETWORKS = ("mlp", "simba")
 ACTORS = ("gaussian", "flow")
+CPU_MATMULS = ("onednn", "torch")
 FLOW_VARIANTS = ("gated",)  # Flow-G; Flow-T (a Transformer decoder over the K steps) is not built yet
 
 
@@ -84,6 +85,9 @@ class AgentConfig:
     device: str = "cpu"
     cuda_graph: bool = True  # on CUDA: replay each update as one captured CUDA graph
     check_every: int = 0  # read metrics + NaN check every this many updates; 0 = auto (CPU 1, GPU 100)
+    # CPU fp32 linear layers: "onednn" (oneDNN inner product, forward and backward, ReLU fused;
+    # ~2x F.linear/bmm here, see policies/onednn.py) or "torch" (F.linear / baddbmm)
+    cpu_matmul: str = "onednn"
 
     def validate(self) -> "AgentConfig":
         def need(cond, msg):
@@ -101,6 +105,8 @@ class AgentConfig:
         for k in ("n_step", "batch_size", "utd", "replay_capacity", "feature_dim",
                   "encoder_filters", "encoder_layers"):
             need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
+        need(self.cpu_matmul in CPU_MATMULS,
+             f"cpu_matmul={self.cpu_matmul!r}: choose one of {', '.join(map(repr, CPU_MATMULS))}")
         need(self.check_every >= 0, f"check_every={self.check_every} must be >= 0 (0 = auto)")
         need(self.learning_starts >= 0, f"learning_starts={self.learning_starts} must be >= 0")
         for k in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from robolearn.policies import onednn
 from robolearn.policies.agent_config import FLOW_VARIANTS
 from robolearn.policies.batchrenorm import BatchRenorm, EnsembleBatchRenorm
 
@@ -22,7 +23,13 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 class EnsembleLinear(nn.Module):
-    """E independent linear layers applied as one batched matmul: (E, B, in) -> (E, B, out)."""
+    """E independent linear layers applied as one batched matmul: (E, B, in) -> (E, B, out).
+
+    `matmul="onednn"` (set by `onednn.use_onednn`): one oneDNN product per member instead
+    (2x faster than the batched matmul on CPU fp32); `relu`: a folded-in ReLU after it."""
+
+    matmul: str = "torch"
+    relu: bool = False
 
     def __init__(self, ensemble_size: int, in_features: int, out_features: int):
         super().__init__()
@@ -37,11 +44,17 @@ class EnsembleLinear(nn.Module):
         w, b = self.weight, self.bias
         if members is not None:  # run only these members (REDQ target subset)
             w, b = w.index_select(0, members), b.index_select(0, members)
+        if self.matmul == "onednn":
+            y = onednn.ensemble_linear(x, w, b, self.relu)
+            if y is not None:
+                return y
         if x.dim() == 2:  # the same input for every member (first layer)
             x = x.unsqueeze(0).expand(w.shape[0], -1, -1)
         if w.shape[-1] == 1:  # Q head: a dot product per row is ~2x cheaper than an N=1 bmm
-            return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
-        return torch.baddbmm(b, x, w)
+            y = (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
+        else:
+            y = torch.baddbmm(b, x, w)
+        return torch.relu(y) if self.relu else y
 
 
 class EnsembleLayerNorm(nn.Module):

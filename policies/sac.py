@@ -39,6 +39,7 @@ from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.cuda_graph import GraphedUpdate
 from robolearn.policies.networks import Actor, Critic, FlowActor, RunningNorm, detached_alias
+from robolearn.policies.onednn import use_onednn
 
 
 class Agent:
@@ -112,6 +113,10 @@ class Agent:
                 dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
                 batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
                 renorm_warmup=cfg.renorm_warmup).to(self.device)
+        if self.device.type == "cpu" and cfg.cpu_matmul == "onednn":
+            # before the alias and the target copy below, so they are on the same path
+            use_onednn(self.actor)
+            use_onednn(self.critic)
         self.critic.mlp.set_generator(self.generator)
         self._critic_frozen = detached_alias(self.critic)  # the actor loss's view of the critic
         self._critic_frozen.train(not cfg.critic_batch_renorm)

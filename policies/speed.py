@@ -7,14 +7,16 @@ samples internally, so ours samples from our ReplayBuffer inside the timed loop)
 
 A ratio against SB3 alone does not say how much is left to gain, so `measure_speed_suite`
 also counts the FLOPs of one update (torch.utils.flop_counter over a real update, not a
-formula), measures the fastest fp32 matrix-multiply path this machine offers (MKL `mm`,
-oneDNN `linear`, batched `bmm`, at the update's shapes and a large one) in the same run, and
+formula), measures the fastest fp32 matrix-multiply path this machine offers (MKL `mm` and
+`bmm`, oneDNN's inner product on dense, prepacked and mkldnn-typed operands, at the update's
+shape and a large one) in the same run, and
 reports `sac_fraction_of_limit` = achieved update FLOP/s / that GEMM rate. `robolearn bench
 learners --suite speed` calls it. The runners, timing and FLOP counting it shares with the GPU
 measurement (`speed_gpu.py`) are in `speed_harness.py`.
 """
 from __future__ import annotations
 
+import copy
 import os
 import random
 import time
@@ -29,18 +31,37 @@ from robolearn.policies.speed_harness import (_fill_ours, _interleaved, _our_run
 
 
 def _gemm_paths(n: int, device: str) -> dict:
-    """fp32 matrix-multiply routes torch offers here, each doing one n x n x n product (bmm: two)."""
+    """fp32 matrix-multiply routes torch offers here, each doing one n x n x n product (bmm: two).
+
+    CPU: MKL `mm`/`bmm`; oneDNN's inner product on dense unpacked weights (the route the
+    `cpu_matmul="onednn"` update takes), on a weight prepacked once by
+    `_reorder_linear_weight`, and `mkldnn_linear` on tensors converted `to_mkldnn()`; the two
+    prepacked routes are bounds for a learner that would repack after each optimiser step."""
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a2, b2 = torch.randn(2, n, n, device=device), torch.randn(2, n, n, device=device)
     paths = {f"mm {n}^3": (lambda: torch.mm(a, b), 2 * n ** 3),
              f"bmm 2x{n}^3": (lambda: torch.bmm(a2, b2), 4 * n ** 3)}
-    if device == "cpu" and torch.backends.mkldnn.is_available():
-        try:  # oneDNN's inner-product kernel (the route the fast CPU paths of torch use)
-            linear = torch.ops.mkldnn._linear_pointwise
-            linear(a, b, None, "none", [], "")
-            paths[f"oneDNN linear {n}^3"] = (lambda: linear(a, b, None, "none", [], ""), 2 * n ** 3)
-        except (AttributeError, RuntimeError):
-            pass
+    if device != "cpu" or not torch.backends.mkldnn.is_available():
+        return paths
+    try:  # oneDNN's inner-product kernel on dense tensors (what policies/onednn.py calls)
+        linear = torch.ops.mkldnn._linear_pointwise
+        linear(a, b, None, "none", [], "")
+        paths[f"oneDNN linear dense {n}^3"] = (lambda: linear(a, b, None, "none", [], ""), 2 * n ** 3)
+    except (AttributeError, RuntimeError):
+        return paths
+    try:  # the same kernel on a weight reordered once into oneDNN's blocked layout
+        packed = torch.ops.mkldnn._reorder_linear_weight(b)
+        linear(a, packed, None, "none", [], "")
+        paths[f"oneDNN linear packed {n}^3"] = (lambda: linear(a, packed, None, "none", [], ""), 2 * n ** 3)
+    except (AttributeError, RuntimeError):
+        pass
+    try:  # torch's mkldnn tensor type: input and weight converted once
+        am, bm = a.to_mkldnn(), b.to_mkldnn()
+        mk = torch._C._nn.mkldnn_linear
+        mk(am, bm, None)
+        paths[f"mkldnn_linear mkldnn tensors {n}^3"] = (lambda: mk(am, bm, None), 2 * n ** 3)
+    except (AttributeError, RuntimeError):
+        pass
     return paths
 
 
@@ -81,10 +102,12 @@ def measure_gemm_limit(device: str = "cpu", sizes=(256, 1024), min_time: float =
 def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: int = 256,
                               batch_size: int = 256, steps: int = 30, rounds: int = 3,
                               device: str = "cpu") -> dict:
-    """Forward+backward of a critic ensemble as ONE batched EnsembleMLP vs a Python loop over
-    separate nn.Sequential MLPs of the same shapes (what the batching replaces)."""
+    """Forward+backward of a critic ensemble as ONE batched EnsembleMLP (baddbmm over the
+    members), as the same EnsembleMLP with one oneDNN product per member (`cpu_matmul="onednn"`,
+    CPU only), and as a Python loop over separate nn.Sequential MLPs (what batching replaces)."""
     from torch import nn
 
+    from robolearn.policies import onednn
     from robolearn.policies.networks import EnsembleMLP, mlp
 
     torch.manual_seed(0)
@@ -101,10 +124,23 @@ def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: i
         for _ in range(k):
             torch.stack([m(x) for m in looped]).square().mean().backward()
 
-    speed = _interleaved({"batched": run_batched, "loop": run_looped}, steps, 3, rounds, sync)
-    return {"ensemble_size": num_critics,
-            "batched_steps_per_s": speed["batched"]["cpu"], "loop_steps_per_s": speed["loop"]["cpu"],
-            "batched_vs_loop_speedup": speed["batched"]["cpu"] / speed["loop"]["cpu"]}
+    runners = {"batched": run_batched, "loop": run_looped}
+    if str(device) == "cpu" and onednn.available():
+        per_member = onednn.use_onednn(copy.deepcopy(batched))
+
+        def run_onednn(k):
+            for _ in range(k):
+                per_member(x).square().mean().backward()
+
+        runners["onednn"] = run_onednn
+    speed = _interleaved(runners, steps, 3, rounds, sync)
+    out = {"ensemble_size": num_critics,
+           "batched_steps_per_s": speed["batched"]["cpu"], "loop_steps_per_s": speed["loop"]["cpu"],
+           "batched_vs_loop_speedup": speed["batched"]["cpu"] / speed["loop"]["cpu"]}
+    if "onednn" in speed:
+        out["onednn_steps_per_s"] = speed["onednn"]["cpu"]
+        out["onednn_vs_batched_speedup"] = speed["onednn"]["cpu"] / speed["batched"]["cpu"]
+    return out
 
 
 def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 200, warmup: int = 20,
@@ -206,8 +242,11 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
         out["redq_preset_overrides"] = {k: preset_overrides(make_config("redq", num_critics=k,
                                                                         batch_size=batch_size))
                                         for k in (10, 2)}
-        ens = measure_ensemble_batching(device=device)
-        out["ensemble10_batched_vs_loop_speedup"] = ens["batched_vs_loop_speedup"]
+        for e in (10, 2):
+            ens = measure_ensemble_batching(num_critics=e, device=device)
+            out[f"ensemble{e}_batched_vs_loop_speedup"] = ens["batched_vs_loop_speedup"]
+            if "onednn_vs_batched_speedup" in ens:
+                out[f"ensemble{e}_onednn_vs_batched_speedup"] = ens["onednn_vs_batched_speedup"]
     _print(out, print_fn)
     return out
 
@@ -242,6 +281,10 @@ def _print(out: dict, print_fn) -> None:
                  f"(FLOP ratio {out['redq10_vs_2_flop_ratio']:.2f}x)")
         print_fn(f"  10-critic forward+backward, one batched op vs a Python loop over 10 MLPs: "
                  f"{out['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)")
+        for e in (10, 2):
+            if f"ensemble{e}_onednn_vs_batched_speedup" in out:
+                print_fn(f"  {e}-critic forward+backward, one oneDNN product per member vs one batched "
+                         f"baddbmm: {out[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x faster (CPU time)")
 
 
 def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",

@@ -125,6 +125,8 @@ def count_update_flops(algo: str, obs_space, act_space, buf, batch_size: int, de
     from torch.utils.flop_counter import FlopCounterMode
 
     overrides.setdefault("cuda_graph", False)  # a graph replay dispatches no ops to count
+    # the flop counter knows aten's matmuls, not oneDNN's op: count the same products on them
+    overrides.setdefault("cpu_matmul", "torch")
     agent = make_agent(algo, obs_space, act_space, seed=seed, device=device, batch_size=batch_size,
                        **overrides)
     k = agent.config.actor_every

@@ -387,6 +387,9 @@ def speed_markdown(speed: dict) -> list[str]:
                   f"{speed['redq10_vs_2_flop_ratio'] / first['redq10_vs_2_cost_ratio_cpu']:.2f}x",
                   f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
                   f"{first['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)"]
+        lines += [f"- {e}-critic forward+backward, one oneDNN product per member (`cpu_matmul=\"onednn\"`, "
+                  f"the default) vs one batched baddbmm: {first[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x "
+                  "faster (CPU time)" for e in (10, 2) if f"ensemble{e}_onednn_vs_batched_speedup" in first]
     return lines + [""]
 
 
