@@ -86,8 +86,10 @@ class AgentConfig:
     cuda_graph: bool = True  # on CUDA: replay each update as one captured CUDA graph
     check_every: int = 0  # read metrics + NaN check every this many updates; 0 = auto (CPU 1, GPU 100)
     # CPU fp32 linear layers: "onednn" (oneDNN inner product, forward and backward, ReLU fused;
-    # ~2x F.linear/bmm here, see policies/onednn.py) or "torch" (F.linear / baddbmm)
-    cpu_matmul: str = "onednn"
+    # ~2x F.linear/bmm here, see policies/onednn.py) or "torch" (F.linear / baddbmm). Default
+    # "torch" until every published learning table is re-measured on oneDNN (same learning
+    # within noise on 8 ArmReach seeds, but not the same numbers: docs/learners.md)
+    cpu_matmul: str = "torch"
 
     def validate(self) -> "AgentConfig":
         def need(cond, msg):

@@ -223,5 +223,5 @@ def test_speed_suite_reports_everything_in_one_run_and_names_non_plain_presets()
     assert out["redq10_vs_2_flop_ratio"] > 1
     md = "\n".join(speed_markdown(out))
     # batch 32 is not the preset's 256: the report must say so rather than call it plain `sac`
-    assert "`sac` preset with {'batch_size': 32}" in md and "sac_fraction_of_limit" in md
+    assert "`sac` preset with {'batch_size': 32, 'cpu_matmul': 'onednn'}" in md and "sac_fraction_of_limit" in md
     assert any("sac preset with" in line for line in lines)

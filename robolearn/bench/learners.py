@@ -351,6 +351,13 @@ def speed_markdown(speed: dict) -> list[str]:
                      + f" {r.get('load_average_1min') or 0:.1f} ({r.get('cpu_cores')}) |")
     lines += ["", "A multi-thread figure only means something when that many cores are free: with "
               "the load average above the core count, threads wait on each other and rates collapse.", ""]
+    for t in speed["threads"]:
+        r = per[str(t)]
+        if "ours_sac_default_path_updates_per_s" in r:
+            lines.append(f"- {t} thread(s), the default path (`cpu_matmul=\"torch\"`, F.linear / baddbmm): "
+                         f"{r['ours_sac_default_path_updates_per_s']:.1f} updates/s"
+                         + (f" = {r['sac_default_path_speedup_vs_sb3']:.2f}x SB3"
+                            if r.get("sac_default_path_speedup_vs_sb3") else ""))
     if speed.get("sac_update_flops"):
         gemm = first["gemm"]
         lines += [f"- one update: **{speed['sac_update_flops'] / 1e9:.3f} GFLOP** (counted by "
@@ -388,7 +395,7 @@ def speed_markdown(speed: dict) -> list[str]:
                   f"- 10-critic forward+backward as one batched op vs a Python loop over 10 MLPs: "
                   f"{first['ensemble10_batched_vs_loop_speedup']:.2f}x faster (CPU time)"]
         lines += [f"- {e}-critic forward+backward, one oneDNN product per member (`cpu_matmul=\"onednn\"`, "
-                  f"the default) vs one batched baddbmm: {first[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x "
+                  f"an option) vs one batched baddbmm: {first[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x "
                   "faster (CPU time)" for e in (10, 2) if f"ensemble{e}_onednn_vs_batched_speedup" in first]
     return lines + [""]
 
