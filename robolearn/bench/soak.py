@@ -7,8 +7,8 @@ with faults injected on a schedule from outside its processes, the way they happ
 - camera_stall: the emulator's MJPEG streams keep their connections and send nothing;
 - learner_kill: SIGKILL to the learner process (the session restarts it from its checkpoint);
 - actor_kill: SIGKILL to the actor process (the session restarts it);
-- disk_full: the session's folder lives on a tmpfs of fixed size, which the soak fills to 1 MB
-  free (checkpoints then hit ENOSPC), and frees again;
+- disk_full: the session's folder lives on a tmpfs of fixed size, which the soak fills to 2.5 MB
+  free (checkpoints then hit ENOSPC, episodes still fit) until a checkpoint has failed, then frees;
 one round of every kind each ~10 minutes of `--minutes`. Afterwards it checks: every episode the
 session said it recorded is on disk and loads; no goal-position write outside the joints' range
 reached the servos (the emulator's count, servo side); the learner resumed from the latest
@@ -67,7 +67,8 @@ def parse(argv):
     p.add_argument("--out", default="runs/soak", help="output folder (soak.json, soak.md, session/)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", default=None,
-                   help="sim-pretrained ArmReach run to fine-tune (default: train one, ~4 min)")
+                   help="sim-pretrained ArmReach run to fine-tune (default: train one for "
+                        "--pretrain-steps, ~30 s)")
     p.add_argument("--launch", default=LAUNCH, help=f"fine-tuning launch file (default {LAUNCH})")
     p.add_argument("--episodes", type=int, default=20,
                    help="zero-shot and final evaluation episodes (default 20)")
