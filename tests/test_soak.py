@@ -163,8 +163,8 @@ def _record(env, n_steps: int) -> None:
 
 def _recording_session(run_dir: Path, monkeypatch, fail: str):
     """Three episodes recorded through the session's RecordingWrapper into RUN/episodes, the
-    second one hitting ENOSPC (`fail` = "data": its data.npz; "index": dataset.json after the
-    rename), with the recorder's log in RUN/logs/actor.log as the actor writes it."""
+    second one hitting ENOSPC (`fail` = "data": its data.npz; "start": its folder, at the
+    reset; "index": meta.json after the rename), with the recorder's log in RUN/logs/actor.log as the actor writes it."""
     import errno
     import logging
 
@@ -193,6 +193,14 @@ def _recording_session(run_dir: Path, monkeypatch, fail: str):
             monkeypatch.setattr(dw.np, "savez_compressed", savez)
             _record(env, 5)
             monkeypatch.setattr(dw.np, "savez_compressed", real)
+        elif fail == "start":
+            real = dw.DatasetWriter.start_episode
+
+            def start(*a, **k):
+                raise full
+            monkeypatch.setattr(dw.DatasetWriter, "start_episode", start)
+            _record(env, 5)
+            monkeypatch.setattr(dw.DatasetWriter, "start_episode", real)
         else:
             real = dw.write_json_atomic
             monkeypatch.setattr(dw, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(full))
@@ -222,6 +230,18 @@ def test_an_episode_the_full_disk_refused_is_reported_not_written_and_earlier_on
     assert not res["pass"]                            # lost to a full disk is lost, though not silently
     assert res["completed_by_actors"] == 3 and res["loaded_from_disk"] == 2
     assert res["not_written"] == 1 and res["lost"] == [] and res["on_disk_not_in_logs"] == []
+
+
+def test_an_episode_that_cannot_start_on_a_full_disk_runs_unrecorded_and_is_counted(tmp_path, monkeypatch):
+    from robolearn.bench.soak import _check_episodes
+    from robolearn.data.dataset import Dataset
+
+    log = _recording_session(tmp_path, monkeypatch, "start")   # the robot's loop did not stop
+    assert "recording failed at step 0 ([Errno 28] No space left on device): episode dropped" in log
+    assert Dataset(tmp_path / "episodes").indices == [0, 1]
+    res = _check_episodes(tmp_path, {})
+    assert not res["pass"] and res["dropped_mid_episode"] == 1
+    assert res["completed_by_actors"] == 3 and res["loaded_from_disk"] == 2 and res["lost"] == []
 
 
 def test_an_index_write_failing_after_the_rename_is_not_a_lost_episode(tmp_path, monkeypatch):
