@@ -134,7 +134,10 @@ def test_soak_10_minutes(tmp_path):
     """The 10-minute soak: 0 episodes lost, 0 unsafe commands, every fault counted, still learning."""
     import subprocess
 
-    ckpt = os.environ.get("ROBOLEARN_SOAK_CHECKPOINT")  # a pretrained ArmReach run, else trained (~4 min)
+    from robolearn.bench.soak import ROUND
+
+    # a (partly) pretrained ArmReach run, else the soak trains one (4000 sim steps, ~1-2 min)
+    ckpt = os.environ.get("ROBOLEARN_SOAK_CHECKPOINT")
     cmd = [sys.executable, "-m", "robolearn.cli", "bench", "soak", "--minutes", "10", "--out", str(tmp_path / "soak")]
     if ckpt:
         cmd += ["--checkpoint", ckpt]
@@ -142,5 +145,124 @@ def test_soak_10_minutes(tmp_path):
     res = json.loads((tmp_path / "soak" / "soak.json").read_text())
     failed = {k: v for k, v in res["checks"].items() if not v["pass"]}
     assert rc == 0 and not failed, json.dumps(failed, indent=1)
-    assert res["checks"]["episodes_lost"]["lost"] == []
+    ep = res["checks"]["episodes_lost"]
+    assert ep["lost"] == [] and ep["not_written"] == 0
+    assert ep["completed_by_actors"] == ep["loaded_from_disk"] > 0
     assert res["checks"]["unsafe_commands"]["unsafe_goal_writes"] == 0
+    injected = {f["kind"] for f in res["faults"] if f.get("injected")}
+    assert injected == {k for k, _, _ in ROUND}
+
+
+def _record(env, n_steps: int) -> None:
+    import numpy as np
+
+    env.reset(seed=None)
+    for _ in range(n_steps):
+        env.step(np.array([0.2, 0.0, 0.0, 0.5], np.float32))
+
+
+def _recording_session(run_dir: Path, monkeypatch, fail: str):
+    """Three episodes recorded through the session's RecordingWrapper into RUN/episodes, the
+    second one hitting ENOSPC (`fail` = "data": its data.npz; "start": its folder, at the
+    reset; "index": meta.json after the rename), with the recorder's log in RUN/logs/actor.log as the actor writes it."""
+    import errno
+    import logging
+
+    import gymnasium as gym
+
+    import robolearn.data.dataset_writer as dw
+    from robolearn.data.recording import RecordingWrapper
+
+    (run_dir / "logs").mkdir(parents=True)
+    handler = logging.FileHandler(run_dir / "logs" / "actor.log")
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    loggers = [logging.getLogger("robolearn.data.recording"), logging.getLogger(dw.__name__)]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    env = RecordingWrapper(gym.make("robolearn/ArmReach-v0", max_episode_steps=5), run_dir / "episodes",
+                           env_id="robolearn/ArmReach-v0")
+    try:
+        _record(env, 5)
+        full = OSError(errno.ENOSPC, "No space left on device")
+        if fail == "data":
+            real = dw.np.savez_compressed
+
+            def savez(*a, **k):
+                raise full
+            monkeypatch.setattr(dw.np, "savez_compressed", savez)
+            _record(env, 5)
+            monkeypatch.setattr(dw.np, "savez_compressed", real)
+        elif fail == "start":
+            real = dw.DatasetWriter.start_episode
+
+            def start(*a, **k):
+                raise full
+            monkeypatch.setattr(dw.DatasetWriter, "start_episode", start)
+            _record(env, 5)
+            monkeypatch.setattr(dw.DatasetWriter, "start_episode", real)
+        else:
+            real = dw.write_json_atomic
+            monkeypatch.setattr(dw, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(full))
+            _record(env, 5)
+            monkeypatch.setattr(dw, "write_json_atomic", real)
+        _record(env, 5)
+        env.close()
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+        handler.close()
+    return (run_dir / "logs" / "actor.log").read_text()
+
+
+def test_an_episode_the_full_disk_refused_is_reported_not_written_and_earlier_ones_stay(tmp_path, monkeypatch):
+    from robolearn.bench.soak import _check_episodes
+    from robolearn.data.dataset import Dataset
+
+    log = _recording_session(tmp_path, monkeypatch, "data")
+    assert "could not write episode 1: [Errno 28] No space left on device" in log
+    ds = Dataset(tmp_path / "episodes")
+    assert "recorded episode 1 (5 steps)" in log      # the next one, once there was room: index reused
+    assert ds.indices == [0, 1]                       # the one before and the one after, whole
+    assert all(ds.episode(i).steps == 5 for i in ds.indices)
+    assert not list((tmp_path / "episodes").glob("*.tmp*"))  # no partial episode left behind
+    res = _check_episodes(tmp_path, {"episodes_not_written": 1})
+    assert not res["pass"]                            # lost to a full disk is lost, though not silently
+    assert res["completed_by_actors"] == 3 and res["loaded_from_disk"] == 2
+    assert res["not_written"] == 1 and res["lost"] == [] and res["on_disk_not_in_logs"] == []
+
+
+def test_an_episode_that_cannot_start_on_a_full_disk_runs_unrecorded_and_is_counted(tmp_path, monkeypatch):
+    from robolearn.bench.soak import _check_episodes
+    from robolearn.data.dataset import Dataset
+
+    log = _recording_session(tmp_path, monkeypatch, "start")   # the robot's loop did not stop
+    assert "recording failed at step 0 ([Errno 28] No space left on device): episode dropped" in log
+    assert Dataset(tmp_path / "episodes").indices == [0, 1]
+    res = _check_episodes(tmp_path, {})
+    assert not res["pass"] and res["dropped_mid_episode"] == 1
+    assert res["completed_by_actors"] == 3 and res["loaded_from_disk"] == 2 and res["lost"] == []
+
+
+def test_an_index_write_failing_after_the_rename_is_not_a_lost_episode(tmp_path, monkeypatch):
+    from robolearn.bench.soak import _check_episodes
+    from robolearn.data.dataset import Dataset
+
+    log = _recording_session(tmp_path, monkeypatch, "index")
+    assert "could not write episode" not in log
+    assert "episode 1 written, but meta.json not updated" in log
+    assert Dataset(tmp_path / "episodes").indices == [0, 1, 2]
+    res = _check_episodes(tmp_path, {"episodes_not_written": 0})
+    assert res["pass"], res
+    assert res["completed_by_actors"] == res["loaded_from_disk"] == 3
+
+
+def test_an_episode_said_recorded_but_missing_on_disk_is_lost(tmp_path, monkeypatch):
+    import shutil
+
+    from robolearn.bench.soak import _check_episodes
+
+    _recording_session(tmp_path, monkeypatch, "index")
+    shutil.rmtree(tmp_path / "episodes" / "episode_000002")
+    res = _check_episodes(tmp_path, {})
+    assert not res["pass"] and res["lost"] == [2] and res["loaded_from_disk"] == 2

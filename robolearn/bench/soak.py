@@ -7,8 +7,8 @@ with faults injected on a schedule from outside its processes, the way they happ
 - camera_stall: the emulator's MJPEG streams keep their connections and send nothing;
 - learner_kill: SIGKILL to the learner process (the session restarts it from its checkpoint);
 - actor_kill: SIGKILL to the actor process (the session restarts it);
-- disk_full: the session's folder lives on a tmpfs of fixed size, which the soak fills to 1 MB
-  free (checkpoints then hit ENOSPC), and frees again;
+- disk_full: the session's folder lives on a tmpfs of fixed size, which the soak fills to 2.5 MB
+  free (checkpoints then hit ENOSPC, episodes still fit) until a checkpoint has failed, then frees;
 one round of every kind each ~10 minutes of `--minutes`. Afterwards it checks: every episode the
 session said it recorded is on disk and loads; no goal-position write outside the joints' range
 reached the servos (the emulator's count, servo side); the learner resumed from the latest
@@ -30,9 +30,18 @@ import time
 from pathlib import Path
 
 LAUNCH = "launch/finetune_arm_reach_real.toml"
-PRETRAIN = ["--env", "robolearn/ArmReach-v0", "--algo", "sac", "--steps", "10000"]
+#: a partly pretrained policy (4000 sim steps: eval success 0.4 in sim), so that the session starts
+#: below the ceiling (0.75-0.80 true success on the calibrated hard reality) and `still_learning`
+#: has room to see fine-tuning raise it; 7000 or 10000 steps start at 0.9-1.0, where one miss in
+#: the evaluation decides the check. Measured: it ended >= its start in 1 of 2 ten-minute soaks
+#: (a 7000-step start: 1.00 -> 0.95) (docs/runtime.md, "Soak")
+PRETRAIN_STEPS = 4000
+PRETRAIN = ["--env", "robolearn/ArmReach-v0", "--algo", "sac", "--no-video"]
 DISK_MB = 256                 # the session's filesystem
-FREE_BYTES = 1 << 20          # left free while the disk is "nearly full": an episode fits, a checkpoint not
+#: left free while the disk is "nearly full": below the 3.2 MB of a checkpoint's agent.safetensors
+#: alone (so every checkpoint fails), above what the episodes of the longest hold take (an episode
+#: of the reach session is ~16 KB on the tmpfs: 2.5 MB is ~150 episodes)
+FREE_BYTES = 5 << 19
 ROUND_S = 600.0               # one round of every fault kind per 10 minutes
 #: (kind, offset in the round as a fraction, duration s); disk_full is held until the learner's
 #: next checkpoint fails (at most that long): one comes every 500 updates, which took over 90 s
@@ -41,10 +50,15 @@ ROUND = (("bus_corrupt", 0.04, 20.0), ("bus_drop", 0.10, 20.0), ("camera_stall",
          ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0), ("disk_full", 0.56, 300.0))
 CORRUPT_RATE = 0.004          # of replies, during a bus_corrupt burst (5 % ended a session: see docs)
 DROP_RATE = 0.0003            # of reply bytes, during a bus_drop burst (~2 % of 6-servo sync reads)
-#: the reach session has no reward model: see docs/runtime.md "Soak" (not injected, said so)
-NOT_APPLICABLE = {"reward_model_kill": "the ArmReach session computes its reward from the arm's "
-                                       "joint readings in the actor's env step; there is no reward-"
-                                       "model process to kill (see docs/runtime.md, Soak)"}
+#: not injected, said so (docs/runtime.md "Soak"): the product has no reward-model process
+NOT_APPLICABLE = {"reward_model_kill": "no reward-model process exists to kill: the ArmReach session "
+                                       "computes its reward from the arm's joint readings in the "
+                                       "actor's env step, and a learned reward model ([reward] where = "
+                                       "'env' or 'learner', robolearn/rewards/serving.py) runs inside "
+                                       "the actor's or the learner's process, so killing it is the "
+                                       "actor_kill or learner_kill above; a separate reward server "
+                                       "(its own process, a client with a timeout, transitions held or "
+                                       "refused and counted while it is down) is not built"}
 
 
 def parse(argv):
@@ -54,10 +68,14 @@ def parse(argv):
     p.add_argument("--out", default="runs/soak", help="output folder (soak.json, soak.md, session/)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint", default=None,
-                   help="sim-pretrained ArmReach run to fine-tune (default: train one, ~4 min)")
+                   help="sim-pretrained ArmReach run to fine-tune (default: train one for "
+                        "--pretrain-steps, ~30 s)")
     p.add_argument("--launch", default=LAUNCH, help=f"fine-tuning launch file (default {LAUNCH})")
-    p.add_argument("--episodes", type=int, default=10,
-                   help="zero-shot and final evaluation episodes (default 10)")
+    p.add_argument("--episodes", type=int, default=20,
+                   help="zero-shot and final evaluation episodes (default 20)")
+    p.add_argument("--pretrain-steps", type=int, default=PRETRAIN_STEPS,
+                   help=f"sim steps of the pretraining without --checkpoint (default {PRETRAIN_STEPS}: "
+                        "partly trained, so fine-tuning has room to improve)")
     return p.parse_args(argv)
 
 
@@ -81,10 +99,10 @@ def main(argv=None) -> int:
     ckpt = args.checkpoint
     if ckpt is None:
         ckpt = str(out / "pretrain")
-        print(f"soak: pretraining in sim: robolearn train {' '.join(PRETRAIN)} --out {ckpt} (~4 min)",
-              flush=True)
+        pre = [*PRETRAIN, "--steps", str(args.pretrain_steps)]
+        print(f"soak: pretraining in sim: robolearn train {' '.join(pre)} --out {ckpt}", flush=True)
         t0 = time.monotonic()
-        subprocess.run(_cli() + ["train", *PRETRAIN, "--out", ckpt, "--seed", str(args.seed)],
+        subprocess.run(_cli() + ["train", *pre, "--out", ckpt, "--seed", str(args.seed)],
                        check=True, stdout=open(out / "pretrain.log", "w"), stderr=subprocess.STDOUT)
         result["pretrain_s"] = round(time.monotonic() - t0, 1)
     elif not Path(ckpt).exists():
@@ -411,20 +429,40 @@ def checks(result: dict, run_dir: Path) -> dict:
     out["faults_accounted"] = _check_accounted(faults, report)
     zs = (report.get("zero_shot") or {}).get("true_success_rate")
     fin = (report.get("final") or {}).get("true_success_rate")
-    out["still_learning"] = {"pass": zs is not None and fin is not None and fin >= zs,
-                             "true_success_start": zs, "true_success_end": fin}
+    truth = [t for t in (report.get("true_success") or []) if t is not None]
+    out["still_learning"] = {
+        "pass": zs is not None and fin is not None and fin >= zs,
+        "true_success_start": zs, "true_success_end": fin,
+        "episodes_each": (report.get("zero_shot") or {}).get("episodes"),
+        # below the ceiling at the start, the check can see fine-tuning raise it (or not)
+        "room_to_improve": zs is not None and zs < 1.0,
+        # context, not the criterion: the training episodes (stochastic policy, while learning)
+        "training_true_success_first_100": round(sum(truth[:100]) / len(truth[:100]), 3) if truth else None,
+        "training_true_success_last_100": round(sum(truth[-100:]) / len(truth[-100:]), 3) if truth else None}
     return out
 
 
 def _check_episodes(run_dir: Path, report: dict) -> dict:
+    """Episodes the actors completed (their logs: written, or said not written) against the disk.
+
+    `lost`: completed, not on disk, and never said so (a silent loss); `not_written`: the
+    recorder said it could not write them (disk full, ...). Either fails the check: the issue
+    asks for 0 episodes lost, and an episode the disk had no room for is lost, only not silently.
+    """
     from robolearn.data.dataset import Dataset
     from robolearn.errors import DatasetError
 
-    recorded = set()
-    for ln in _lines(run_dir / "logs" / "actor.log"):
+    recorded, not_written = set(), []   # a refused episode's index is used again by the next one
+    dropped_mid_episode = 0
+    for ln in _actor_log_lines(run_dir):
         m = re.search(r"recorded episode (\d+) \((\d+) steps\)", ln)
         if m:
             recorded.add(int(m.group(1)))
+        m = re.search(r"could not write episode (\d+)", ln)
+        if m:
+            not_written.append(int(m.group(1)))
+        if "recording failed at step" in ln:
+            dropped_mid_episode += 1
     loaded, errors = set(), {}
     try:
         ds = Dataset(run_dir / "episodes")
@@ -439,11 +477,20 @@ def _check_episodes(run_dir: Path, report: dict) -> dict:
         errors.update({k: v for k, v in ds.unreadable().items()})
     except (DatasetError, OSError) as exc:
         errors["dataset"] = str(exc)
+    completed = len(recorded) + len(not_written) + dropped_mid_episode
     lost = sorted(recorded - loaded)
-    not_written = report.get("episodes_not_written", 0)
-    return {"pass": bool(recorded) and not lost and not errors and not not_written,
-            "recorded_by_session": len(recorded), "loaded_from_disk": len(loaded), "lost": lost,
-            "not_written": not_written, "unreadable": errors}
+    return {"pass": bool(recorded) and not lost and not errors and not not_written
+            and not dropped_mid_episode,
+            "completed_by_actors": completed, "recorded_by_session": len(recorded),
+            "loaded_from_disk": len(loaded), "lost": lost, "not_written": len(not_written),
+            "dropped_mid_episode": dropped_mid_episode,
+            "report_episodes_not_written": report.get("episodes_not_written"),
+            "on_disk_not_in_logs": sorted(loaded - recorded), "unreadable": errors}
+
+
+def _actor_log_lines(run_dir: Path) -> list[str]:
+    """Every actor process's log: logs/actor*.log (a restarted actor appends to the same file)."""
+    return [ln for p in sorted((run_dir / "logs").glob("actor*.log")) for ln in _lines(p)]
 
 
 def _check_unsafe(base: dict | None, end: dict | None) -> dict:

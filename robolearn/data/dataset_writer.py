@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import shutil
 import time
@@ -19,6 +20,8 @@ from robolearn.data.video import VideoWriter
 from robolearn.jsonfile import fsync_dir, write_json_atomic
 from robolearn.run_lock import lock_folder
 from robolearn.errors import ConfigError, DatasetError
+
+log = logging.getLogger(__name__)
 
 
 def to_jsonable(x: Any, _depth: int = 0) -> Any:
@@ -148,7 +151,13 @@ class DatasetWriter:
         fsync_dir(self.root)
         self.meta["episodes"].append(_index_entry(index, episode_json))
         self.meta["total_steps"] = int(sum(e["steps"] for e in self.meta["episodes"]))
-        write_json_atomic(self.root / META, self.meta, indent=2, durable=True)
+        try:
+            write_json_atomic(self.root / META, self.meta, indent=2, durable=True)
+        except OSError as exc:
+            # the episode is whole on disk (loaders list the folders); only the index summary is
+            # behind, rewritten by the next commit or when the dataset is opened: not a lost episode
+            log.warning("episode %d written, but %s not updated (%s): it is rebuilt at the next "
+                        "episode or when the dataset is opened", index, META, exc)
         return final
 
     def close(self) -> None:

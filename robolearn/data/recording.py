@@ -45,10 +45,16 @@ class RecordingWrapper(gym.Wrapper):
         self._end_episode()
         obs, info = self.env.reset(seed=seed, options=options)
         ctx = {k: info[k] for k in ("reset",) if k in info}
-        self._ep = self.writer.start_episode(seed=seed, device=self.device, reset_info=info,
-                                             extra=ctx)
-        self._ep.add_reset(obs, info)
         self._flags = {"true_success": None, "reward_missing": 0}
+        try:
+            self._ep = self.writer.start_episode(seed=seed, device=self.device, reset_info=info,
+                                                 extra=ctx)
+            self._ep.add_reset(obs, info)
+        except Exception as exc:  # disk full at the episode's start (its folder, a video file)
+            log.error("recording failed at step 0 (%s): episode dropped, session goes on", exc)
+            if self._ep is not None:
+                self._ep.discard()
+            self._ep = None
         return obs, info
 
     def step(self, action):

@@ -50,7 +50,9 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "bus": _sum_counts([a.get("bus") for a in actors.values()]),
         "checkpoint_failures": _count_lines(run_dir / "logs" / "learner.log", "checkpoint at env step",
                                             "failed"),
-        "episodes_not_written": _count_lines(run_dir / "logs" / "actor.log", "could not write episode"),
+        # an episode the recorder could not write (disk full, ...), at its end or mid-way
+        "episodes_not_written": (_count_lines(run_dir / "logs" / "actor.log", "could not write episode")
+                                 + _count_lines(run_dir / "logs" / "actor.log", "recording failed at step")),
         **(extra or {}),
     }
     # every human prompt of the session: training episodes, zero-shot and final evaluations
