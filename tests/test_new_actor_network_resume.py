@@ -5,11 +5,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from robolearn.compose.training import build_trainer, resume_trainer
-from robolearn.policies.serialize import flatten_state
 from robolearn.policies.train_config import TrainConfig
+from test_resume import assert_same_agent
 
 PEND = dict(env="Pendulum-v1", steps=100, learning_starts=30, eval_every=0, eval_episodes=1, seed=3,
             max_episode_steps=20, checkpoint_every=20, progress=False, video=False)
@@ -46,11 +45,7 @@ def test_stopped_and_resumed_equals_straight(tmp_path, case):
         assert resumed.replay.state_equal(straight.replay)
         if straight.prior is not None:
             assert resumed.prior.state_equal(straight.prior)
-        ta, tree_a = flatten_state(straight.agent.state_dict())
-        tb, tree_b = flatten_state(resumed.agent.state_dict())
-        assert tree_a == tree_b and ta.keys() == tb.keys()
-        for k in ta:
-            assert torch.equal(ta[k], tb[k]), k
+        assert_same_agent(straight, resumed)
     finally:
         resumed.close()
         straight.close()

@@ -12,15 +12,14 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from robolearn.cli import main
 from robolearn.compose.training import build_trainer, resume_trainer, train
 from robolearn.data.replay import ReplayBuffer
 from robolearn.errors import ConfigError, DatasetError
 from robolearn.policies.checkpoints import find_checkpoint
-from robolearn.policies.serialize import flatten_state
 from robolearn.policies.train_config import RAE_PRIOR_FRACTION, TrainConfig, config_from_dict
+from test_resume import assert_same_agent
 
 TINY = {"actor_hidden": [8], "critic_hidden": [8], "batch_size": 8}
 PEND = dict(env="Pendulum-v1", steps=60, learning_starts=30, eval_every=0, eval_episodes=1,
@@ -237,11 +236,7 @@ def test_resume_with_prior_runs_is_bit_identical(earlier_run, tmp_path):
         resumed.run()
         assert resumed.prior.state_equal(straight.prior)
         assert resumed.replay.state_equal(straight.replay)
-        ta, tree_a = flatten_state(straight.agent.state_dict())
-        tb, tree_b = flatten_state(resumed.agent.state_dict())
-        assert tree_a == tree_b and ta.keys() == tb.keys()
-        for k in ta:
-            assert torch.equal(ta[k], tb[k]), k
+        assert_same_agent(straight, resumed)
     finally:
         resumed.close()
         straight.close()

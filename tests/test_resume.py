@@ -18,7 +18,7 @@ SMALL = {"actor_hidden": [64, 64], "critic_hidden": [64, 64], "batch_size": 64}
 STEPS, CKPT_EVERY, STARTS = 400, 120, 60
 
 
-def _assert_same_agent(a, b):
+def assert_same_agent(a, b):
     """Every tensor and value of the agents' full state (nets, targets, optimisers, RNG) equal."""
     ta, tree_a = flatten_state(a.agent.state_dict())
     tb, tree_b = flatten_state(b.agent.state_dict())
@@ -82,7 +82,7 @@ def test_sigkill_then_resume_continues_bit_identically(tmp_path):
     assert resumed.updates == straight.updates == STEPS - STARTS + 1
     assert resumed.episodes == straight.episodes
     assert resumed.replay.state_equal(straight.replay)  # contents, counters and sampling RNG
-    _assert_same_agent(resumed, straight)
+    assert_same_agent(resumed, straight)
     # the logs match record for record (timings aside), evaluations included
     assert _strip_timing(killed / "metrics.jsonl") == _strip_timing(tmp_path / "straight" / "metrics.jsonl")
     s1 = json.loads((killed / "summary.json").read_text())
@@ -111,7 +111,7 @@ def test_rlpd_resume_restores_prior_buffer_and_extends_budget(tmp_path):
     resumed.close()
     assert resumed.replay.state_equal(straight.replay)
     assert resumed.prior.state_equal(straight.prior)
-    _assert_same_agent(resumed, straight)
+    assert_same_agent(resumed, straight)
 
     # a finished run can be extended with a larger budget
     more = Trainer.resume(tmp_path / "b", steps=200)
