@@ -181,14 +181,18 @@ class EmulatedRobot:
     camera_urls: dict = field(default_factory=dict)
     truth_url: str | None = None      # the plant's true poses (reports only; see CameraStreamer.truth)
     hand_url: str | None = None       # the operator's hand (emulated human prompts only)
+    tracker_url: str | None = None    # car: the external pose tracker's stream (drivers/tracker_emulator.py)
     faults_url: str | None = None     # POST /faults, GET /faults.json (drivers/fault_control.py)
     reality: Reality | None = None
     emulator: object = None           # in-process: the ArmEmulator / CarEmulator
     streamer: CameraStreamer | None = None
+    tracker: object = None            # in-process: the EmulatedTracker
     process: sp.Popen | None = None   # subprocess mode
 
     def close(self) -> None:
         errors = []
+        if self.tracker is not None:
+            self.tracker.close()
         if self.streamer is not None:
             try:
                 self.streamer.close()
@@ -213,35 +217,57 @@ class EmulatedRobot:
         self.close()
 
 
+def start_tracker(emu, reality: Reality, seed: int = 0, port: int = 0):
+    """The car's external pose tracker (drivers/tracker_emulator.py), watching `emu`'s plant."""
+    from robolearn.drivers.tracker_emulator import EmulatedTracker
+
+    if not hasattr(emu.plant, "pose"):
+        raise ConfigError("the pose tracker watches a car plant with a pose (sim or bicycle)")
+    return EmulatedTracker(emu.plant, emu.physics_lock, reality.tracker, port=port, seed=seed)
+
+
 def start_emulator(kind: str, reality=None, cameras: bool = True, seed: int = 0,
                    camera_port: int = 0, subprocess: bool = False, startup_timeout: float = 30.0,
-                   **emulator_kwargs) -> EmulatedRobot:
+                   tracker: bool = True, **emulator_kwargs) -> EmulatedRobot:
     """Start an emulated arm/car with `reality` (None, "mild", "hard", a TOML path, a dict or
-    a Reality) and, with `cameras`, its model's cameras on http://127.0.0.1:PORT/NAME.mjpg."""
+    a Reality) and, with `cameras`, its model's cameras on http://127.0.0.1:PORT/NAME.mjpg.
+    A car also gets its external pose tracker (`tracker_url`; reality `[tracker]` table), and
+    `faults_url` (POST /faults) on the camera server, or on the tracker's without cameras."""
     if subprocess:
         if emulator_kwargs:
             raise ConfigError(f"options {sorted(emulator_kwargs)} only work in-process")
         return _start_subprocess(kind, reality, cameras, seed, camera_port, startup_timeout)
+    from robolearn.drivers.fault_control import FAULTS_ROUTE, FaultControl
+
     r = load_reality(reality)
     emu = make_emulator(kind, r, seed=seed, **emulator_kwargs)
-    streamer = None
+    streamer = trk = None
     try:
         if cameras:
             model, data = plant_model_data(emu)
             if model is None:
                 raise ConfigError("cameras need the MuJoCo plant (plant='sim')")
             streamer = CameraStreamer(model, data, emu.physics_lock, r.camera, port=camera_port, seed=seed)
+        if kind == "car" and tracker:
+            trk = start_tracker(emu, r, seed=seed)
         emu.start()
     except BaseException:
-        if streamer is not None:
-            streamer.close()
+        for part in (streamer, trk):
+            if part is not None:
+                part.close()
         emu.plant.close()
         emu.dev.close()
         raise
+    server = streamer.server if streamer is not None else trk
+    faults_url = None
+    if server is not None:
+        FaultControl(emu, streamer, trk).install(server)
+        faults_url = f"http://{server.host}:{server.port}{FAULTS_ROUTE}"
     return EmulatedRobot(kind=kind, port=emu.path, camera_urls=streamer.urls if streamer else {},
                          truth_url=streamer.truth_url if streamer else None,
                          hand_url=streamer.hand_url if streamer else None,
-                         reality=r, emulator=emu, streamer=streamer)
+                         tracker_url=trk.url if trk is not None else None, faults_url=faults_url,
+                         reality=r, emulator=emu, streamer=streamer, tracker=trk)
 
 
 def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> EmulatedRobot:
@@ -275,4 +301,5 @@ def _start_subprocess(kind, reality, cameras, seed, camera_port, timeout) -> Emu
     info = json.loads(lines[1])
     return EmulatedRobot(kind=kind, port=lines[0], camera_urls=info.get("cameras", {}),
                          truth_url=info.get("truth"), hand_url=info.get("hand"),
-                         faults_url=info.get("faults"), reality=load_reality(reality), process=p)
+                         faults_url=info.get("faults"), tracker_url=info.get("tracker"),
+                         reality=load_reality(reality), process=p)

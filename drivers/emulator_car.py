@@ -51,6 +51,10 @@ class BicyclePlant:
         self.odometer += self.speed * dt
         return 0.0
 
+    def pose(self) -> tuple[float, float, float]:
+        """True (x, y, heading): what the external pose tracker watches."""
+        return self.x, self.y, self.heading
+
     def read(self) -> CarState:
         return CarState(speed=self.speed, odometer=self.odometer,
                         accel=np.array([self._last_accel, self.speed * self.yaw_rate, 9.81]),

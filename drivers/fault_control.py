@@ -2,8 +2,9 @@
 
 Why a route and not an in-process call: a soak (`robolearn bench soak`) must hurt the session
 the way hardware would, from outside its processes. The emulator is the hardware, so it takes
-`POST /faults` ({"drop_rate": p, "corrupt_rate": p, "camera_stall": bool}) and applies it to
-the pseudo-terminal's transmit path (`ptylink.Faults`) and the MJPEG streams (`stall`), and
+`POST /faults` ({"drop_rate": p, "corrupt_rate": p, "camera_stall": bool, "tracker_dropout":
+bool}) and applies it to the pseudo-terminal's transmit path (`ptylink.Faults`), the MJPEG
+streams (`stall`) and the car's pose tracker (`force_dropout`: it loses the car), and
 `GET /faults.json` says what it did and what it received: replies corrupted, bytes dropped,
 stalls and stalled seconds, and every goal-position write with those outside the joints' range
 (the servo side of "no unsafe command reached the servos").
@@ -21,8 +22,8 @@ FAULTS_STATE_ROUTE = "/faults.json"
 class FaultControl:
     """What the routes do, for an arm or car emulator and its (optional) camera streamer."""
 
-    def __init__(self, emulator, streamer=None):
-        self.emu, self.streamer = emulator, streamer
+    def __init__(self, emulator, streamer=None, tracker=None):
+        self.emu, self.streamer, self.tracker = emulator, streamer, tracker
         self._lock = threading.Lock()
         self.stalls = 0
         self.stalled_s = 0.0
@@ -31,9 +32,12 @@ class FaultControl:
 
     def apply(self, body: dict) -> dict:
         """Set the fault rates / camera stall named in `body`; unknown keys are a 400-style error."""
-        unknown = set(body) - {"drop_rate", "corrupt_rate", "camera_stall"}
+        unknown = set(body) - {"drop_rate", "corrupt_rate", "camera_stall", "tracker_dropout"}
         if unknown:
-            raise ValueError(f"unknown fault(s) {sorted(unknown)}: drop_rate, corrupt_rate, camera_stall")
+            raise ValueError(f"unknown fault(s) {sorted(unknown)}: drop_rate, corrupt_rate, camera_stall, "
+                             "tracker_dropout")
+        if "tracker_dropout" in body and self.tracker is None:
+            raise ValueError("tracker_dropout: this emulator has no pose tracker (only the car has one)")
         with self._lock:
             self.requests += 1
             for key in ("drop_rate", "corrupt_rate"):
@@ -54,6 +58,8 @@ class FaultControl:
                     self.stalled_s += now - self._stalled_since
                     self._stalled_since = None
                 self.streamer.stall(stall)
+            if "tracker_dropout" in body:
+                self.tracker.force_dropout(bool(body["tracker_dropout"]))
         return self.state()
 
     def state(self) -> dict:
@@ -65,12 +71,15 @@ class FaultControl:
                                                            if stalled else 0.0), 3),
                "camera_frames": self.streamer.frames if self.streamer is not None else None,
                **f.counts()}
+        if self.tracker is not None:
+            out.update(tracker_dropout=self.tracker.forced, tracker_frames=self.tracker.frames,
+                       tracker_untracked_frames=self.tracker.untracked_frames)
         if hasattr(self.emu, "goal_counts"):
             out.update(self.emu.goal_counts())
         return out
 
     def install(self, server) -> None:
-        """Add the routes to the streamer's `MjpegServer`."""
+        """Add the routes to the streamer's `MjpegServer` (or the tracker's server)."""
         server.json_routes[FAULTS_STATE_ROUTE] = self.state
         server.post_routes[FAULTS_ROUTE] = self.apply
 

@@ -5,7 +5,8 @@ transfer is tested. A reality file (TOML, `[arm]`, `[car]`, `[camera]` tables, s
 launch/reality/) changes the emulator's plant only (the env and the driver never read it):
 masses, friction, servo gain / speed / deadband / backlash, per-joint calibration offsets,
 sensor noise and latency for the arm; motor gain, tyre friction, steering offset and battery
-sag for the car; camera pose / field of view / lighting / colours for the rendered cameras.
+sag for the car; camera pose / field of view / lighting / colours for the rendered cameras;
+the external pose tracker's rate, noise, latency and dropouts for the car (`[tracker]`).
 
 Model parameters are written with `sim.randomization.apply_model_values` (the code domain
 randomization uses); what lives between the wire and the physics (offsets, deadband, backlash,
@@ -120,17 +121,45 @@ class CameraReality:
 
 
 @dataclass
+class TrackerReality:
+    """The external pose tracker watching the car (motion capture or an overhead camera):
+    how often it publishes, how wrong, how late, and how often it loses the car. The defaults
+    are a modest lab system (an overhead camera with a fiducial on the car)."""
+
+    rate_hz: float = 60.0             # poses published per second
+    noise_xy_m: float = 0.015         # std of the position noise (each axis)
+    noise_yaw_deg: float = 1.0        # std of the heading noise
+    latency_ms: list = field(default_factory=lambda: [30.0, 50.0])   # capture -> sent, uniform
+    dropout_per_s: float = 0.02       # spontaneous losses of the car per second (occlusion)
+    dropout_s: list = field(default_factory=lambda: [0.2, 1.0])      # length of one, uniform
+
+    def __post_init__(self):
+        self.rate_hz = _num("tracker.rate_hz", self.rate_hz, 1.0, 1000.0)
+        self.noise_xy_m = _num("tracker.noise_xy_m", self.noise_xy_m, 0.0, 1.0)
+        self.noise_yaw_deg = _num("tracker.noise_yaw_deg", self.noise_yaw_deg, 0.0, 45.0)
+        self.latency_ms = _vec("tracker.latency_ms", self.latency_ms, 2, 0.0, 2000.0)
+        self.dropout_per_s = _num("tracker.dropout_per_s", self.dropout_per_s, 0.0, 10.0)
+        self.dropout_s = _vec("tracker.dropout_s", self.dropout_s, 2, 0.0, 60.0)
+        for name in ("latency_ms", "dropout_s"):
+            lo, hi = getattr(self, name)
+            if lo > hi:
+                raise ConfigError(f"tracker.{name}={[lo, hi]}: give [low, high] with low <= high")
+
+
+@dataclass
 class Reality:
     arm: ArmReality = field(default_factory=ArmReality)
     car: CarReality = field(default_factory=CarReality)
     camera: CameraReality = field(default_factory=CameraReality)
+    tracker: TrackerReality = field(default_factory=TrackerReality)
     source: str = "<default: no reality gap>"
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "reality") -> "Reality":
         if not isinstance(data, dict):
-            raise ConfigError(f"{source}: a reality is a table with [arm], [car], [camera]")
-        parts = {"arm": ArmReality, "car": CarReality, "camera": CameraReality}
+            raise ConfigError(f"{source}: a reality is a table with [arm], [car], [camera], [tracker]")
+        parts = {"arm": ArmReality, "car": CarReality, "camera": CameraReality,
+                 "tracker": TrackerReality}
         check_keys(data, parts, source)
         kwargs = {}
         for name, sub in data.items():

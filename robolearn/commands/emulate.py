@@ -1,6 +1,7 @@
 """`robolearn emulate arm|car [--reality FILE.toml]`: emulated hardware until Ctrl-C.
 
-Prints the device path (first stdout line), then one JSON line {"cameras": {NAME: URL}, "truth":
+Prints the device path (first stdout line), then one JSON line {"cameras": {NAME: URL}, "tracker":
+URL of the car's external pose tracker (NDJSON poses, drivers/tracker_emulator.py), "truth":
 URL of the plant's true poses (for reports, like a lab's motion capture), "hand": URL the
 emulated operator POSTs to when it puts the cube back by hand (drivers/emulated_hand.py)} with
 the model's cameras served as MJPEG over HTTP on 127.0.0.1. Point a driver at them exactly
@@ -44,6 +45,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--camera-port", type=int, default=0,
                         help="HTTP port of the MJPEG camera streams (default: a free port)")
     parser.add_argument("--no-cameras", action="store_true", help="do not serve camera streams")
+    parser.add_argument("--tracker-port", type=int, default=0,
+                        help="car: HTTP port of the external pose tracker (default: a free port)")
+    parser.add_argument("--no-tracker", action="store_true",
+                        help="car: no external pose tracker (motion capture / overhead camera)")
     parser.add_argument("--timeout-ms", type=int, default=None, help="car: initial failsafe timeout")
     faults = parser.add_argument_group("fault injection")
     faults.add_argument("--drop-rate", type=float, default=0.0, help="probability each sent byte is lost")
@@ -74,6 +79,10 @@ def _check(args) -> None:
         raise ConfigError("--silent-id, --calibration-out, --scrambled and --protocol are for the arm emulator")
     if args.baud is not None and args.baud <= 0:
         raise ConfigError(f"--baud={args.baud}: must be positive")
+    if args.device != "car" and (args.no_tracker or args.tracker_port):
+        raise ConfigError("--tracker-port and --no-tracker are for the car emulator")
+    if not 0 <= args.tracker_port <= 65535:
+        raise ConfigError(f"--tracker-port={args.tracker_port}: a TCP port in 0..65535 (0: any free one)")
     if not 0 <= args.camera_port <= 65535:
         raise ConfigError(f"--camera-port={args.camera_port}: a TCP port in 0..65535 (0: any free one)")
 
@@ -111,40 +120,51 @@ def run(args) -> int:
     if not args.no_cameras and model is not None:
         streamer = CameraStreamer(model, data, emu.physics_lock, reality.camera, port=args.camera_port,
                                   seed=args.seed)
-    if streamer is not None:  # faults from outside (robolearn bench soak): POST /faults
+    tracker = None
+    if args.device == "car" and not args.no_tracker:   # the lab's pose tracker watching the car
+        from robolearn.drivers.emulation import start_tracker
+
+        tracker = start_tracker(emu, reality, seed=args.seed, port=args.tracker_port)
+    if streamer is not None or tracker is not None:  # faults from outside (bench soak): POST /faults
         from robolearn.drivers.fault_control import FaultControl
 
-        FaultControl(emu, streamer).install(streamer.server)
+        FaultControl(emu, streamer, tracker).install(streamer.server if streamer else tracker)
     # Installed before the port is printed: a parent that reads the port and stops us at once
     # must get the clean Ctrl-C path, not the default SIGTERM death.
     signal.signal(signal.SIGTERM, _interrupt)          # `kill` stops it as cleanly as Ctrl-C
     try:
-        _announce_and_serve(args, emu, streamer, reality)
+        _announce_and_serve(args, emu, streamer, reality, tracker)
     except KeyboardInterrupt:
         pass
     finally:
+        if tracker is not None:
+            tracker.close()
         if streamer is not None:
             streamer.close()
         emu.close()
     return 0
 
 
-def _announce_and_serve(args, emu, streamer, reality) -> None:
+def _announce_and_serve(args, emu, streamer, reality, tracker=None) -> None:
     """Start serving, print where (port, then camera URLs as JSON), run until the duration or a signal."""
     import json
 
     emu.start()
     print(emu.path, flush=True)
+    fault_server = streamer.server if streamer else tracker
     print(json.dumps({"cameras": streamer.urls if streamer else {},
                       "truth": streamer.truth_url if streamer else None,
-                      "faults": (f"http://{streamer.server.host}:{streamer.server.port}/faults"
-                                 if streamer else None),
+                      "faults": (f"http://{fault_server.host}:{fault_server.port}/faults"
+                                 if fault_server is not None else None),
+                      "tracker": tracker.url if tracker is not None else None,
                       "hand": streamer.hand_url if streamer else None}), flush=True)
     print(f"emulating {args.device} ({type(emu.plant).__name__}, reality: {reality.source}) on "
           f"{emu.path}; Ctrl-C to stop", file=sys.stderr, flush=True)
     if streamer:
         for name, url in streamer.urls.items():
             print(f"camera {name}: {url}", file=sys.stderr, flush=True)
+    if tracker is not None:
+        print(f"pose tracker: {tracker.url}", file=sys.stderr, flush=True)
     if args.device == "arm" and args.calibration_out:
         print(f"calibration written to {args.calibration_out}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
