@@ -45,6 +45,7 @@ class SerialCar:
                               "(ls /dev/ttyACM* /dev/ttyUSB*) and the 'dialout' group.") from None
         self.parser = cp.FrameParser()
         self._latest: cp.Telemetry | None = None
+        self._peak_accel = 0.0     # largest horizontal IMU acceleration since `peak_impact()`
         self._latest_at = 0.0
         self._config: cp.Config | None = None
         self._error: Exception | None = None
@@ -79,6 +80,8 @@ class SerialCar:
                     for m in msgs:
                         if isinstance(m, cp.Telemetry):
                             self._latest, self._latest_at = m, time.monotonic()
+                            ax, ay = m.accel_cm_s2[0] / 100.0, m.accel_cm_s2[1] / 100.0
+                            self._peak_accel = max(self._peak_accel, (ax * ax + ay * ay) ** 0.5)
                         elif isinstance(m, cp.Config):
                             self._config = m
                     self._got.notify_all()
@@ -129,6 +132,15 @@ class SerialCar:
 
     def zero_odometer(self) -> None:
         self._odo_zero = self.wait_telemetry().enc_ticks
+
+    def peak_impact(self) -> float:
+        """Largest horizontal IMU acceleration (m/s^2) in any telemetry frame since the last
+        call. A wall hit is a spike of 10-30 ms: one telemetry sample per control period
+        (the newest) misses most of them."""
+        with self._got:
+            peak, self._peak_accel = self._peak_accel, 0.0
+        self._raise_if_failed()
+        return peak
 
     def read(self) -> CarState:
         t = self.wait_telemetry()

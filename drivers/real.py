@@ -135,16 +135,21 @@ def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int 
                      timeout_ms: int | None = None, telemetry_period_ms: int | None = None,
                      spec: CarSpec | None = None, max_throttle: float = 1.0,
                      stale_after: float = 0.25, camera_options: dict | None = None,
+                     tracker: str | None = None, tracker_stale_after: float = 0.15,
                      **kw) -> Backend:
     """Car controller on `port`. timeout_ms: firmware failsafe (no command -> neutral);
-    max_throttle: cap enforced by the safety supervisor; stale_after: telemetry watchdog (s)."""
+    max_throttle: cap enforced by the safety supervisor; stale_after: telemetry watchdog (s);
+    tracker: URL of an external pose tracker's NDJSON stream (drivers/tracker.py), whose pose
+    gives the task its lap progress; tracker_stale_after: s without a frame that count as a
+    dropout."""
     from robolearn.drivers import car_protocol as cp
     from robolearn.drivers.car import SerialCar
     from robolearn.drivers.safety import CarSafety
 
     if kw:
         raise ConfigError(f"unknown real car option(s) {sorted(kw)}; accepted: baudrate, timeout_ms, "
-                          "telemetry_period_ms, spec, max_throttle, stale_after, camera_options")
+                          "telemetry_period_ms, spec, max_throttle, stale_after, camera_options, "
+                          "tracker, tracker_stale_after")
     if not port:
         raise ConfigError("backend='real' needs port= (the car controller, e.g. /dev/ttyACM0)")
     spec = spec or default_car_spec()
@@ -159,9 +164,16 @@ def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int 
     safety = CarSafety(max_steer=spec.max_steer, max_throttle=max_throttle, stale_after=stale_after)
     car = SerialCar(port, spec, baudrate=baudrate, timeout_ms=timeout_ms,
                     telemetry_period_ms=period, safety=safety)
+    cams, pose_tracker = {}, None
     try:
         cams = _cameras(camera, image_size, camera_options)
+        if tracker is not None:
+            from robolearn.drivers.tracker import PoseTracker
+
+            pose_tracker = PoseTracker(tracker, stale_after=tracker_stale_after)
     except Exception:
+        for c in cams.values():
+            c.close()
         car.close()
         raise
-    return Backend(robot=car, cameras=cams, privileged=None, kind="real")
+    return Backend(robot=car, cameras=cams, privileged=None, kind="real", tracker=pose_tracker)

@@ -164,8 +164,8 @@ class RobotEnv(gym.Env):
             reward, success = float(reward), bool(success)
             if getattr(self.task, "success_terminates", False):
                 terminated = success  # the source's verdict, not the simulator's
-            if reward != reward:  # NaN: the model had no answer (robolearn.rewards.base.MISSING)
-                info["reward_missing"] = True
+        if reward != reward:  # NaN: no answer (a reward model's, or a task's blind sensor: MISSING)
+            info["reward_missing"] = True
         info.update(success=success, t_obs=t_obs, overrun=float(overrun or 0.0))
         return obs, reward, terminated, False, info
 

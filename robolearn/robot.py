@@ -117,8 +117,13 @@ class Backend:
     cameras: dict[str, Camera] = field(default_factory=dict)
     privileged: object | None = None
     kind: str = "sim"            # "sim" | "real"
+    #: an external pose source on hardware (`pose() -> pose or None`, `close()`): the car's
+    #: motion capture / overhead camera (drivers/tracker.py); None in sim and without one
+    tracker: object | None = None
 
     def close(self) -> None:
         for cam in self.cameras.values():
             cam.close()
+        if self.tracker is not None:
+            self.tracker.close()
         self.robot.close()

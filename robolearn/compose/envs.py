@@ -38,14 +38,15 @@ from robolearn.teleop.operator import make_prompt
 def build_env(backend: Backend, make_task: Callable[[Backend], Task], *, obs: str = "state",
               render_mode: str | None = None, reward_source=None, privileged_obs: bool = False,
               reset_mode: str | None = None, reset_on_failure: str | None = None,
-              reset_timeout: float = 60.0, reset_prompt=None) -> RobotEnv:
+              reset_timeout: float = 60.0, reset_prompt=None, reset_attempts: int = 2) -> RobotEnv:
     """A `RobotEnv` on `make_task(backend)` with its reward source and reset supervisor built
     from options; closes the backend if anything fails, so a bad option never leaves a serial
     port, camera or emulator open."""
     try:
         task = make_task(backend)
         mode = resolve_reset_mode(reset_mode, backend.kind)
-        resets = make_reset_supervisor(backend, reset_on_failure, reset_timeout, reset_prompt)
+        resets = make_reset_supervisor(backend, reset_on_failure, reset_timeout, reset_prompt,
+                                       reset_attempts)
         source = make_reward_source(reward_source) if reward_source is not None else None
         return RobotEnv(task, obs=obs, render_mode=render_mode, reward_source=source,
                         privileged_obs=privileged_obs, reset_mode=mode, resets=resets)
@@ -55,7 +56,7 @@ def build_env(backend: Backend, make_task: Callable[[Backend], Task], *, obs: st
 
 
 def make_reset_supervisor(backend: Backend, on_failure: str | None = None, timeout: float = 60.0,
-                          prompt=None) -> ResetSupervisor:
+                          prompt=None, attempts: int = 2) -> ResetSupervisor:
     """The supervisor physical resets run under. `prompt`: a prompt object, or a launch-file
     string ("terminal", "operator:URL", "operator:sim"); `on_failure` None asks an operator
     where there is one (a prompt, or a terminal on stdin) and raises otherwise."""
@@ -71,7 +72,7 @@ def make_reset_supervisor(backend: Backend, on_failure: str | None = None, timeo
     except (TypeError, ValueError):
         raise ConfigError(f"reset_timeout={timeout!r}: give seconds (a number > 0)") from None
     return ResetSupervisor(backend.robot, on_failure=on_failure, timeout_s=timeout,
-                           wall_timeout_s=max(2.0 * timeout, 30.0), prompt=prompt,
+                           wall_timeout_s=max(2.0 * timeout, 30.0), prompt=prompt, attempts=attempts,
                            teleports=lambda: int(getattr(backend.privileged, "teleports", 0)))
 
 
@@ -192,12 +193,18 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                  render_mode: str | None = None, collision_penalty: float = 0.0,
                  privileged_obs: bool = False, reset_mode: str | None = None,
                  reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 **backend_kwargs) -> RobotEnv:
+                 reset_attempts: int = 2, **backend_kwargs) -> RobotEnv:
     """Build a CarLap env. `privileged_obs=True` (sim only) adds the `privileged` observation:
     the track-relative entries (lateral offset, heading error, curvature ahead) a real car
     cannot measure (module docstring).
     reset_mode: "teleport" (sim default: the car is put behind the start line) or "physical"
-    (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets)."""
+    (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets).
+    reset_attempts: recoveries tried before the operator is asked (reset_on_failure).
+    backend="real": `tracker` (URL of an external pose tracker's stream) gives lap progress,
+    checkpoints and lap times on `track` (the track as laid out in the tracker's frame; default
+    the sim's); without it, `reward_source` is required (docs/car.md)."""
+    if isinstance(reset_attempts, bool) or not isinstance(reset_attempts, int) or reset_attempts < 1:
+        raise ConfigError(f"reset_attempts={reset_attempts!r}: an int >= 1 (recoveries before the operator is asked)")
     if "privileged_state" in backend_kwargs:
         raise ConfigError("privileged_state was replaced: the track entries are no longer in `state` "
                           "(hardware cannot measure them); pass privileged_obs=True to get them as "
@@ -215,6 +222,7 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
         raise ConfigError(f"collision_penalty={collision_penalty!r} is not a number") from None
     if not (math.isfinite(collision_penalty) and collision_penalty >= 0):
         raise ConfigError(f"collision_penalty={collision_penalty!r}: must be a finite number >= 0")
+    track = None                     # real: the track in the tracker's frame (sim: its backend's)
     if backend == "sim":
         if port is not None:
             raise ConfigError(f"port={port!r} is only used with backend='real'")
@@ -229,9 +237,14 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
         be = make_car_sim_backend(image_size=tuple(image_size), camera="front", control_hz=hz,
                                   **backend_kwargs)
     else:
-        if reward_source is None:
-            raise ConfigError("backend='real' has no privileged track position: pass "
+        track = backend_kwargs.pop("track", None)
+        if reward_source is None and backend_kwargs.get("tracker") is None:
+            raise ConfigError("backend='real' has no privileged track position: pass tracker=URL (an "
+                              "external pose tracker's stream, docs/car.md) for lap progress, or "
                               "reward_source=... (e.g. a success classifier) for reward and success")
+        if track is not None and backend_kwargs.get("tracker") is None:
+            raise ConfigError("track= on backend='real' is the track laid out in the pose tracker's "
+                              "frame: pass tracker=URL too")
         if port is None:
             raise ConfigError("backend='real' needs port=... (the car's serial port, e.g. /dev/ttyUSB0)")
         if privileged_obs:
@@ -244,7 +257,8 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
 
         be = make_car_backend(port=port, camera=camera, image_size=tuple(image_size), **backend_kwargs)
     def make_task(b):
-        t = CarLap(b, control_hz=hz, end_on_collision=end_on_collision, collision_penalty=collision_penalty)
+        t = CarLap(b, control_hz=hz, end_on_collision=end_on_collision, collision_penalty=collision_penalty,
+                   track=track)
         t.make_reset_controller = car_reset_controller
         return t
 
@@ -252,4 +266,4 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
         be, make_task,
         obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
         reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
-        reset_prompt=reset_prompt)
+        reset_prompt=reset_prompt, reset_attempts=reset_attempts)

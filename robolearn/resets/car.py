@@ -6,7 +6,10 @@ stop; if blocked or facing away from the next checkpoint, reverse with the wheel
 nose swings toward it; then creep forward toward it until the car is inside the lane and
 pointing along it; stop and return. It only sends steering/throttle commands.
 
-Localisation: in sim the chassis pose comes from the simulator (a read, not a write). The
+Localisation: in sim the chassis pose comes from the simulator (a read, not a write); on
+hardware from the external pose tracker (`task.locate()`, None while it has lost the car: the
+car waits braked, then the recovery fails and the supervisor retries or asks the operator), and
+a wall is felt as an IMU impact (`task.touching_wall()`). The
 checkpoints it aims at are the track's centre line by default, or a list of (x, y) points, e.g.
 extracted from one slow demonstration lap (robolearn.resets.checkpoints).
 """
@@ -35,25 +38,31 @@ class RecoverOntoTrack:
 
     kind = "scripted"
 
+    #: s the car waits, braked, for the pose tracker to see it again before the recovery fails
+    blind_wait_s: float = 2.0
+
     def run(self, task, rng):
-        car, sim = task.car, task.sim
+        car = task.car
         dt = 1.0 / task.control_hz
-        if sim is None:           # no pose on hardware: stop safely and let the episode begin
+        if task.track is None:    # no pose (hardware without a tracker): stop and let the episode begin
             yield from _brake(car, dt)
             return
         track = task.track
-        lane = track.half_width - sim.half_width - self.lane_margin
+        from robolearn.sim.car import HALF_WIDTH
+
+        lane = track.half_width - getattr(task.sim, "half_width", HALF_WIDTH) - self.lane_margin
         yield from _brake(car, dt)
         idx = None
         for _ in range(12):                       # back-off / creep cycles before giving up
-            x, y, yaw = sim.pose()
+            x, y, yaw = yield from self._locate(task, dt)
             s, lateral, idx, heading = track.project(x, y, hint=idx)
             alpha = self._bearing(track, x, y, yaw, s)
-            if abs(lateral) < lane and abs(alpha) < self.heading_tol and not sim.wall_contact:
+            touching = task.touching_wall()
+            if abs(lateral) < lane and abs(alpha) < self.heading_tol and not touching:
                 yield from _brake(car, dt)
                 return
             nose_in = self._nose_nearer_wall(track, x, y, yaw, idx)
-            if (sim.wall_contact or abs(alpha) > 1.0 or abs(lateral) >= lane) and nose_in:
+            if (touching or abs(alpha) > 1.0 or abs(lateral) >= lane) and nose_in:
                 # reverse with the wheels turned away: the nose swings toward the target; stop
                 # early once the tail nears the wall
                 steer = -math.copysign(car.spec.max_steer, alpha)
@@ -61,18 +70,24 @@ class RecoverOntoTrack:
                     car.command(steer, self.reverse_throttle)
                     car.advance(dt)
                     yield dt
-                    x, y, yaw = sim.pose()
-                    if k > 3 and (sim.wall_contact or not self._nose_nearer_wall(track, x, y, yaw, idx)):
+                    pose = task.locate()
+                    if pose is None:              # blind: stop, and look again from the top
+                        break
+                    x, y, yaw = pose
+                    if k > 3 and (task.touching_wall() or not self._nose_nearer_wall(track, x, y, yaw, idx)):
                         break
                 yield from _brake(car, dt)
             # creep forward toward the target until aligned (or blocked again)
             for k in range(int(1.5 / dt)):
-                x, y, yaw = sim.pose()
+                pose = task.locate()
+                if pose is None:
+                    break
+                x, y, yaw = pose
                 s, lateral, idx, heading = track.project(x, y, hint=idx)
                 alpha = self._bearing(track, x, y, yaw, s)
                 # (a side scraping the wall is driven off it; a new hit after a few steps stops)
                 if (abs(alpha) < self.heading_tol and abs(lateral) < lane) or abs(alpha) > 1.4 \
-                        or (k > 5 and sim.wall_contact):
+                        or (k > 5 and task.touching_wall()):
                     break
                 steer = float(np.clip(2.0 * alpha, -1.0, 1.0)) * car.spec.max_steer
                 car.command(steer, self.forward_throttle)
@@ -81,6 +96,25 @@ class RecoverOntoTrack:
             yield from _brake(car, dt)
         raise ResetError("the car could not get back onto the track in 12 back-off attempts "
                          "(stuck or rolled over?); put it on the track")
+
+    def _locate(self, task, dt: float):
+        """The car's pose (sim: the simulator's; hardware: the tracker's), waiting braked up to
+        `blind_wait_s` while the tracker has lost it; a car that stays unseen fails the reset."""
+        waited = 0.0
+        while True:
+            pose = task.locate()
+            if pose is not None:
+                return pose
+            if waited >= self.blind_wait_s:
+                raise ResetError(f"the pose tracker has not seen the car for {self.blind_wait_s:.1f} s "
+                                 "(occluded, out of view, or the tracker is down): the recovery cannot "
+                                 "steer blind; check the tracker")
+            car = task.car
+            v = car.read().speed
+            car.command(0.0, 0.0 if abs(v) < 0.05 else float(np.clip(-10.0 * v / car.spec.max_speed, -1.0, 1.0)))
+            car.advance(dt)
+            waited += dt
+            yield dt
 
     @staticmethod
     def _nose_nearer_wall(track, x, y, yaw, idx) -> bool:

@@ -21,9 +21,16 @@ the track, which the car cannot measure, so they are the `privileged` vector (fl
 with `privileged_obs=True` on `backend="sim"`): lateral offset / half width, sin and cos of
 the heading error, track curvature 0.5, 1 and 2 m ahead. The camera is `front` on both.
 
-On `backend="real"` there is no privileged track position: reward and success come from the
-`reward_source` you pass, `collisions` counts IMU impacts above `IMPACT_ACCEL`, and the lap
-entries stay at their initial values.
+On `backend="real"` there is no privileged track position. With an external pose tracker
+(`backend.tracker`: motion capture / overhead camera, drivers/tracker.py) the same progress,
+checkpoints, laps and lap times come from the tracker's pose projected on the `track` laid out
+in the tracker's frame, timed by the tracker's capture times; `collisions` counts IMU impacts
+(the largest horizontal acceleration of any telemetry frame in the step above
+`IMPACT_ACCEL`). While the tracker has lost the car the reward is `MISSING` (NaN, flagged
+`reward_missing`: not zero) and the throttle is taken over to brake the car to a stop until
+the pose returns (`info["tracker_hold"]`); the policy keeps steering. Without a tracker, reward
+and success come from the `reward_source` you pass and the lap entries stay at their initial
+values.
 """
 from __future__ import annotations
 
@@ -45,6 +52,9 @@ START_BEHIND_LINE = 0.4           # m behind the start line at reset
 START_NOISE = (0.1, 0.1, 0.1)     # uniform half-ranges: along track (m), lateral (m), yaw (rad)
 LANE_MARGIN = 0.05                # m: off_track when a tyre is closer than this to a wall
 IMPACT_ACCEL = 30.0               # m/s^2 horizontal IMU acceleration counted as a crash (real)
+HOLD_BRAKE = 0.5                  # |throttle| limit while braking to a stop on a tracker dropout
+HOLD_RAMP = 0.25                  # throttle change per control period while taking over
+MISSING = float("nan")            # a step's reward when its progress cannot be measured
 LOOKAHEAD = (0.5, 1.0, 2.0)       # m ahead where the sim state samples the track curvature
 SIM_KWARGS = ("track", "timestep", "friction", "contact_check_every")
 N_PROPRIO = 10
@@ -60,15 +70,26 @@ class CarLap(Task):
     default_control_hz = 20.0
 
     def __init__(self, backend: Backend, control_hz: float = 20.0, end_on_collision: bool = False,
-                 collision_penalty: float = 0.0):
+                 collision_penalty: float = 0.0, track=None):
         super().__init__(backend, control_hz)
         self.car = backend.robot
         self.sim = backend.privileged
-        self.track = getattr(self.sim, "track", None)
+        #: external pose source on hardware (None in sim: the simulator's pose is the truth)
+        self.tracker = getattr(backend, "tracker", None) if self.sim is None else None
+        if self.sim is not None:
+            self.track = self.sim.track
+        elif self.tracker is not None:   # the track as laid out in the tracker's frame
+            from robolearn.sim.track import Track
+
+            self.track = track if track is not None else Track()
+        else:
+            self.track = None
         self.end_on_collision = bool(end_on_collision)
         self.collision_penalty = float(collision_penalty)
         if self.track is not None:     # off_track: outer tyre face within LANE_MARGIN of a wall
-            self._lane = self.track.half_width - self.sim.half_width - LANE_MARGIN
+            from robolearn.sim.car import HALF_WIDTH
+
+            self._lane = self.track.half_width - getattr(self.sim, "half_width", HALF_WIDTH) - LANE_MARGIN
         self._state_space = gym.spaces.Box(-np.inf, np.inf, shape=(N_PROPRIO,), dtype=np.float32)
         self._privileged_space = gym.spaces.Box(-np.inf, np.inf, shape=(len(PRIVILEGED_LABELS),),
                                                 dtype=np.float32)
@@ -92,6 +113,10 @@ class CarLap(Task):
         self._s = 0.0
         self._lateral = 0.0
         self._idx: int | None = None
+        self._fix: tuple[float, float] | None = None   # real: (s, capture time) of the last pose
+        self._fix_prev_step = False                    # real: the previous step ended with a pose
+        self.tracker_missing_steps = 0
+        self._hold_throttle = 0.0
 
     def reset(self, rng: np.random.Generator) -> dict[str, Any]:
         self.car.safe_stop()
@@ -118,12 +143,27 @@ class CarLap(Task):
             self.progress = float(self._s) - self.track.length
             self._in_contact = self.sim.wall_contact
             self._t_prev = self.car.read().stamp
+        elif self.tracker is not None:
+            self._take_peak_impact()          # an impact before the episode is not its collision
+            pose = self.tracker.pose()
+            if pose is not None:              # (else the first fix anchors the progress)
+                self._anchor(pose)
         return self._info()
 
     def apply_action(self, action: np.ndarray) -> dict[str, Any]:
         self._last_action = action
-        self.car.command(float(action[0]) * self.car.spec.max_steer, float(action[1]))
-        return {}
+        steer, throttle = float(action[0]) * self.car.spec.max_steer, float(action[1])
+        info: dict[str, Any] = {}
+        if self.tracker is not None:
+            if self.tracker.pose() is None:   # blind: brake to a stop, ramped, until the pose returns
+                v = self.car.read().speed
+                goal = 0.0 if abs(v) < 0.05 else float(np.clip(-2.0 * v, -HOLD_BRAKE, HOLD_BRAKE))
+                prev = self._hold_throttle
+                throttle = float(np.clip(goal, prev - HOLD_RAMP, prev + HOLD_RAMP))
+                info["tracker_hold"] = True
+            self._hold_throttle = throttle
+        self.car.command(steer, throttle)
+        return info
 
     # ------------------------------------------------------------------------ observation
     def _project(self) -> None:
@@ -198,14 +238,74 @@ class CarLap(Task):
                 self._lap_start = t_cross
             self._next_cp += 1
 
-    def _evaluate_real(self) -> Evaluation:
+    # ------------------------------------------------------------------------- hardware
+    def _take_peak_impact(self) -> float:
+        """Largest horizontal IMU acceleration since the last call (the driver's peak over every
+        telemetry frame when it keeps one, else the newest sample)."""
+        peak = getattr(self.car, "peak_impact", None)
+        if peak is not None:
+            return float(peak())
         st = self.car.read()
-        hit = math.hypot(st.accel[0], st.accel[1]) > IMPACT_ACCEL
+        return math.hypot(st.accel[0], st.accel[1])
+
+    def _anchor(self, pose) -> None:
+        """First pose of an episode: progress counts from the start line, as in sim."""
+        self._s, self._lateral, self._idx, _ = self.track.project(pose.x, pose.y, hint=self._idx)
+        self.progress = float(self._s) - self.track.length
+        self._fix = (float(self._s), pose.captured_at)
+        self._fix_prev_step = True
+
+    def locate(self) -> tuple[float, float, float] | None:
+        """(x, y, yaw) of the car in the track frame: the simulator's pose in sim, the tracker's
+        on hardware (None while it has lost the car, or without a tracker)."""
+        if self.sim is not None:
+            return self.sim.pose()
+        pose = self.tracker.pose() if self.tracker is not None else None
+        return None if pose is None else (pose.x, pose.y, pose.yaw)
+
+    def touching_wall(self) -> bool:
+        """Sim: a wall contact during the last advance. Hardware: an IMU impact since the last
+        call (a collision is all the car can feel of a wall)."""
+        if self.sim is not None:
+            return bool(self.sim.wall_contact)
+        return self._take_peak_impact() > IMPACT_ACCEL
+
+    def _evaluate_real(self) -> Evaluation:
+        hit = self._take_peak_impact() > IMPACT_ACCEL
         new_hit = hit and not self._in_contact
         self._in_contact = hit
         self.collisions += int(new_hit)
-        return Evaluation(reward=0.0, success=False, terminated=bool(self.end_on_collision and new_hit),
-                          info=self._info())
+        terminated = bool(self.end_on_collision and new_hit)
+        if self.tracker is None:
+            return Evaluation(reward=0.0, success=False, terminated=terminated, info=self._info())
+        pose = self.tracker.pose()
+        info_extra = {"tracker": "tracked" if pose is not None else self.tracker.status()}
+        if pose is None:
+            self.tracker_missing_steps += 1
+            self._fix_prev_step = False
+            return Evaluation(reward=MISSING, success=self.laps >= 1, terminated=terminated,
+                              info={**self._info(), **info_extra})
+        if self._fix is None:                # no pose since the episode began: anchor here
+            self._anchor(pose)
+            self.tracker_missing_steps += 1  # this step's start was not seen
+            reward = MISSING
+        else:
+            s_prev, t_prev = self._fix
+            self._s, self._lateral, self._idx, _ = self.track.project(pose.x, pose.y, hint=self._idx)
+            L = self.track.length
+            ds = (self._s - s_prev + L / 2) % L - L / 2
+            p_prev = self.progress
+            self.progress += ds              # distance driven blind still counts toward the lap
+            self._pass_checkpoints(p_prev, t_prev, pose.captured_at)
+            self._fix = (float(self._s), pose.captured_at)
+            # a step that began blind has no measured start: its progress is not this action's
+            reward = ds - self.collision_penalty * new_hit if self._fix_prev_step else MISSING
+            if not self._fix_prev_step:
+                self.tracker_missing_steps += 1
+            self._fix_prev_step = True
+        self.off_track = abs(self._lateral) > self._lane
+        return Evaluation(reward=reward, success=self.laps >= 1, terminated=terminated,
+                          info={**self._info(), **info_extra})
 
     def _info(self) -> dict[str, Any]:
         return {"lap_time": self.lap_time, "best_lap_time": self.best_lap_time, "laps": self.laps,
