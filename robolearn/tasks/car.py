@@ -314,9 +314,10 @@ class CarLap(Task):
                 "lateral_offset": self._lateral, "success": self.laps >= 1}
 
     def scripted_controller(self, env):
-        if self.sim is None:
-            raise ConfigError("the pure-pursuit driver needs the simulator's car pose; on "
-                              "backend='real' drive with teleop or a trained policy")
+        if self.track is None:
+            raise ConfigError("the pure-pursuit driver needs the car's pose on the track; on "
+                              "backend='real' pass tracker=URL (an external pose tracker), or drive "
+                              "with teleop or a trained policy")
         from robolearn.tasks.car_scripted import PurePursuit
 
         return PurePursuit(env)

@@ -6,7 +6,9 @@ Steering (bicycle model about the rear axle): pick the centre-line point a looka
 with speed, which damps the weave a fixed lookahead shows at speed.
 Speed: the target is the lowest of the straight-line speed and `sqrt(a_lat / |curvature|)` over
 the stretch the car needs to brake for; throttle = feed-forward + proportional on the error.
-It reads the privileged car pose from the simulator (allowed for scripted controllers).
+It reads the car pose from `task.locate()`: the simulator's in sim (allowed for scripted
+controllers), the external pose tracker's on hardware (late and noisy, as a real one is); while
+the tracker has lost the car it repeats its last command (the task brakes the car meanwhile).
 """
 from __future__ import annotations
 
@@ -28,23 +30,29 @@ class PurePursuitConfig:
 
 
 class PurePursuit:
-    """`Controller` for a CarLap env (sim backend)."""
+    """`Controller` for a CarLap env (sim, or hardware with a pose tracker)."""
 
     def __init__(self, env, config: PurePursuitConfig | None = None):
         base = env.unwrapped
-        self.sim = base.sim
+        self.task = base.task
         self.track = base.task.track
         self.car = base.task.car
         self.cfg = config or PurePursuitConfig()
         self._idx: int | None = None
 
+        self._last = np.zeros(2, dtype=np.float32)
+
     def reset(self) -> None:
         self._idx = None
+        self._last = np.zeros(2, dtype=np.float32)
 
     def act(self, obs=None) -> np.ndarray:
         cfg, tr = self.cfg, self.track
         wb, max_steer = self.car.spec.wheelbase, self.car.spec.max_steer
-        x, y, yaw = self.sim.pose()
+        pose = self.task.locate()
+        if pose is None:
+            return self._last.copy()
+        x, y, yaw = pose
         v = self.car.read().speed
         # rear-axle reference point (the chassis origin is midway between the axles)
         rx, ry = x - 0.5 * wb * math.cos(yaw), y - 0.5 * wb * math.sin(yaw)
@@ -63,4 +71,5 @@ class PurePursuit:
         v_target = cfg.v_straight if kappa < 1e-6 else min(cfg.v_straight, math.sqrt(cfg.a_lat / kappa))
         throttle = v_target / self.car.spec.max_speed + cfg.kp_speed * (v_target - v)
         throttle = min(max(throttle, -1.0), 1.0)
-        return np.array([steer, throttle], dtype=np.float32)
+        self._last = np.array([steer, throttle], dtype=np.float32)
+        return self._last.copy()
