@@ -180,7 +180,7 @@ def _session(args, cfg, run_dir) -> int:
             perception_calibration = calibrate_robot_perception(cfg, run_dir)
             print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
         retrainer = None
-        if ft.label_successes:  # the operator's labels retrain the classifier, off the loop
+        if ft.label_successes and not args.zero_shot_only:  # the operator's labels retrain the classifier, off the loop
             from robolearn.runtime.finetune_labels import start_labelling
 
             retrainer = start_labelling(cfg, run_dir)

@@ -66,8 +66,11 @@ class LabelStore:
             rec = {"id": idx, "frames": f"{FRAMES}/{name}", "label": bool(label),
                    "score": score if np.isfinite(score) else None, "threshold": float(threshold),
                    "flagged": contradicts_confident(label, score, self.confidence), **fields}
-            with open(self.root / LABELS, "a") as f:
-                f.write(json.dumps(rec) + "\n")
+            with open(self.root / LABELS, "ab+") as f:
+                f.seek(0, os.SEEK_END)
+                torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END) or f.read(1) != b"\n")
+                # after a torn line (a kill mid-append) start a fresh one, or this label would be lost too
+                f.write((("\n" if torn else "") + json.dumps(rec) + "\n").encode())
                 f.flush()
                 os.fsync(f.fileno())
         return rec
