@@ -162,6 +162,27 @@ def test_the_emulated_operator_errs_at_its_rate_and_is_seeded():
     assert EmulatedOperator(0.1).label(Seen(1, 0.9, frame(0), None, True)) is None  # no truth: no label
 
 
+class KeysDevice:
+    """A teleop device whose keys arrive after a few reads (Enter -> "success", x -> "failure")."""
+
+    def __init__(self, events):
+        self.events = list(events)
+
+    def read(self, obs=None):
+        from robolearn.teleop.base import DeviceCommand
+
+        return DeviceCommand(np.zeros(4, np.float32), events=self.events.pop(0) if self.events else set())
+
+
+def test_a_person_answers_on_the_device_and_silence_is_no_label():
+    from robolearn.rewards.labelling import DeviceOperator, Seen
+
+    seen = Seen(1, 0.9, frame(0), None, True)
+    assert DeviceOperator(KeysDevice([set(), set(), {"failure"}]), timeout_s=1.0, poll_s=0.001).label(seen) is False
+    assert DeviceOperator(KeysDevice([{"success"}]), timeout_s=1.0, poll_s=0.001).label(seen) is True
+    assert DeviceOperator(KeysDevice([]), timeout_s=0.05, poll_s=0.001).label(seen) is None
+
+
 # ------------------------------------------------------------------- retrains and the swap
 def test_a_retrain_that_raises_keeps_the_model_in_use(tmp_path, versioned, monkeypatch):
     import robolearn.rewards.classifier as C
