@@ -397,3 +397,12 @@ def test_the_session_report_keeps_its_keys_and_adds_the_blocks(tmp_path):
     assert rep["reward_precision_by_block"][0]["precision"] == 1.0
     assert rep["reward_retrains"]["failed"] == 1
     assert (tmp_path / "session_report.png").stat().st_size > 0
+
+
+def test_a_reward_table_on_a_versioned_folder_follows_current_under_the_grasp_check(versioned):
+    from robolearn.reward_config import RewardConfig
+    from robolearn.rewards.serving import build_model
+
+    source = build_model(RewardConfig(model=str(versioned), require_grasp=True))
+    assert isinstance(source, GripperHoldCheck) and isinstance(source.inner, ReloadingReward)
+    assert source.inner.version == "v0000"
