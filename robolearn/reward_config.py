@@ -31,6 +31,8 @@ class RewardConfig:
     baseline: str | None = None         # clip: baseline prompt, e.g. "a red cube on a table"
     alpha: float = 1.0                  # clip: projection strength in [0, 1]
     camera: str | None = None           # clip: which camera (default: the first)
+    require_grasp: bool = False         # arm: success also needs the gripper closed on something
+                                        # (measured; rewards/grasp_check.py); where = "env" only
 
     def validate(self) -> "RewardConfig":
         if self.kind is None and self.model is None:
@@ -45,6 +47,11 @@ class RewardConfig:
             raise ConfigError(f"[reward] alpha={self.alpha!r}: must be in [0, 1]")
         if self.threshold is not None and not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)):
             raise ConfigError(f"[reward] threshold={self.threshold!r}: must be a number")
+        if not isinstance(self.require_grasp, bool):
+            raise ConfigError(f"[reward] require_grasp={self.require_grasp!r}: true or false")
+        if self.require_grasp and self.where != "env":
+            raise ConfigError("[reward] require_grasp reads the arm's gripper in the control loop: it needs "
+                              "where = \"env\"")
         return self
 
 

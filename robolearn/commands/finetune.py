@@ -179,6 +179,13 @@ def _session(args, cfg, run_dir) -> int:
             print("calibrating the camera localisers with frames the arm labels", flush=True)
             perception_calibration = calibrate_robot_perception(cfg, run_dir)
             print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
+        retrainer = None
+        if ft.label_successes and not args.zero_shot_only:  # the operator's labels retrain the classifier, off the loop
+            from robolearn.runtime.finetune_labels import start_labelling
+
+            retrainer = start_labelling(cfg, run_dir)
+            print(f"reward labels: the operator confirms the classifier's successes; retrain every "
+                  f"{ft.retrain_every} labels (model: {cfg.reward['model']})", flush=True)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -310,6 +317,9 @@ def _session(args, cfg, run_dir) -> int:
                 f.close()
             for s, h in old.items():
                 signal.signal(s, h)
+        if retrainer is not None:  # a retrain under way finishes (and is logged) first
+            retrainer.stop()
+            retrainer.join(timeout=900.0)
         report_extra["learner_restarts"] = restarts
         report_extra["actor_restarts"] = actor_restarts
         report_extra["restarts"] = restart_log

@@ -237,6 +237,7 @@ class ClassifierReward:
         self.env = None
         self.latencies: list[float] = []
         self.last_score = float("nan")
+        self.last_images: dict[str, np.ndarray] | None = None  # the frames last scored (operator labels)
 
     def bind(self, env) -> None:
         self.env = env
@@ -260,6 +261,7 @@ class ClassifierReward:
         self.latencies.append(time.perf_counter() - t0)
         del self.latencies[:-1000]
         self.last_score = p
+        self.last_images = imgs
         if not np.isfinite(p):
             return MISSING, False
         ok = p >= self.threshold

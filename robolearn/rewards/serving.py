@@ -27,14 +27,32 @@ from robolearn.rewards.base import MISSING, RewardModelError
 
 log = logging.getLogger(__name__)
 def build_model(cfg: RewardConfig):
-    """The RewardSource a config names (not yet guarded)."""
+    """The RewardSource a config names (not yet guarded), under the gripper check when
+    `require_grasp` is set."""
+    source = _build_model(cfg)
+    if cfg.require_grasp:
+        from robolearn.rewards.grasp_check import GripperHoldCheck
+
+        return GripperHoldCheck(source)
+    return source
+
+
+def _build_model(cfg: RewardConfig):
+    from robolearn.rewards.model_versions import ReloadingReward, current_dir, is_versioned
+
     kind = cfg.kind
+    versioned = bool(cfg.model) and is_versioned(cfg.model)  # retrained in the session: follow CURRENT
     if kind is None:
         from robolearn.rewards.checkpoint import read_meta
 
-        kind = read_meta(cfg.model)["kind"]
+        kind = read_meta(current_dir(cfg.model) if versioned else cfg.model)["kind"]
     if kind in ("classifier", "progress") and not cfg.model:
         raise ConfigError(f"[reward] kind={kind!r} needs model = \"DIR\" (from `robolearn reward train`)")
+    if versioned:
+        if kind != "classifier":
+            raise ConfigError(f"[reward] model {cfg.model}: versioned (retrained) models are classifiers, "
+                              f"this one is {kind!r}")
+        return ReloadingReward(cfg.model, threshold=cfg.threshold, device=cfg.device)
     if kind == "classifier":
         from robolearn.rewards.classifier import ClassifierReward
 

@@ -277,6 +277,10 @@ class Actor:
 
             env = attach_human_labels(_make_env(cfg), cfg.actor.intervene or "keyboard")
         self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
+        if env is None:  # [finetune] label_successes: the operator confirms the reward's successes
+            from robolearn.runtime.finetune_labels import label_successes
+
+            self.env = label_successes(self.env, cfg, self.out_dir)
         if self.acfg.record:  # outermost: sees the applied (possibly human) actions and all info
             from robolearn.data.recording import RecordingWrapper
 

@@ -116,6 +116,15 @@ class FinetuneConfig:
     perception_cycles: int = 30      # calibrate_perception: pick-carry-place cycles (~10 s of robot time each)
     calibrate_reward: bool = False   # ArmLift, with calibrate_perception: the [reward] is a success
                                      # classifier trained on those frames (cube height from the arm)
+    label_successes: bool = False    # the operator confirms/corrects the classifier's successes; the
+                                     # classifier is retrained from those labels (docs/rewards.md)
+    label_others: float = 0.1        # label_successes: share of the other episodes also asked about
+    operator_error_rate: float = 0.02  # emulated robot: the emulated operator's answers flipped this often
+    label_confidence: float = 0.9    # a label against a score this sure (or 1 - it) is flagged (kept)
+    retrain_every: int = 20          # label_successes: retrain after this many new labels
+    retrain_every_s: float = 0.0     # ... or this often (robot-side seconds) with new labels (0: off)
+    retrain_epochs: int = 0          # 0: the classifier's own recipe
+    label_timeout_s: float = 5.0     # physical robot: seconds to wait for the operator's key
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -232,6 +241,10 @@ class LaunchConfig:
                                   f"the arm moves the cube to calibrate the camera; {self.env} has none")
             if ft.calibrate_arm and not self.env.split("/")[-1].startswith("Arm"):
                 raise ConfigError(f"finetune.calibrate_arm is for servo arms; {self.env} is not one")
+            if not isinstance(ft.label_successes, bool):
+                raise ConfigError(f"finetune.label_successes={ft.label_successes!r}: true or false")
+            if ft.label_successes:
+                _labelling_options(self)
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")
@@ -240,6 +253,28 @@ class LaunchConfig:
                               "without encryption; set keys = DIR (from `robolearn keygen DIR`) "
                               "or bind 127.0.0.1")
         return self
+
+
+def _labelling_options(cfg: "LaunchConfig") -> None:
+    """Checks of the operator-label options: they need a camera classifier in the loop."""
+    ft = cfg.finetune
+    if not (cfg.reward.get("model") or ft.calibrate_reward) or cfg.reward.get("kind") not in (None, "classifier"):
+        raise ConfigError("finetune.label_successes retrains the success classifier: give a [reward] model "
+                          "(a classifier folder) or calibrate_reward = true")
+    if cfg.reward.get("where", "env") != "env":
+        raise ConfigError("finetune.label_successes asks about the frames the reward judged in the control "
+                          "loop: set [reward] where = \"env\"")
+    for name, low, high in (("label_others", 0.0, 1.0), ("operator_error_rate", 0.0, 0.49),
+                            ("label_confidence", 0.51, 1.0)):
+        v = getattr(ft, name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not low <= v <= high:
+            raise ConfigError(f"finetune.{name}={v!r}: must be a number in [{low}, {high}]")
+    _int_at_least(ft, "retrain_every", 1, "finetune.")
+    _int_at_least(ft, "retrain_epochs", 0, "finetune.")
+    for name in ("retrain_every_s", "label_timeout_s"):
+        v = getattr(ft, name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise ConfigError(f"finetune.{name}={v!r}: must be >= 0 seconds")
 
 
 def _int_at_least(obj, name: str, low: int, prefix: str = "") -> None:

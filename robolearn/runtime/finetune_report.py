@@ -55,6 +55,9 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
                                  + _count_lines(run_dir / "logs" / "actor.log", "recording failed at step")),
         **(extra or {}),
     }
+    from robolearn.runtime.finetune_labels import label_report
+
+    report.update(label_report(run_dir, control_hz))  # operator labels (finetune.label_successes)
     # every human prompt of the session: training episodes, zero-shot and final evaluations
     evals = [report.get(k) or {} for k in ("zero_shot", "final")]
     report["human_prompts_total"] = report["human_prompts"] + int(
@@ -109,7 +112,13 @@ def _plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     t = np.asarray(report["robot_time_per_episode_s"]) / 60.0
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if report.get("reward_precision_by_block"):  # operator labels: a second panel for the reward
+        from robolearn.runtime.finetune_labels import plot_labels
+
+        fig, (ax, ax_labels) = plt.subplots(2, 1, figsize=(8, 8))
+        plot_labels(ax_labels, report)
+    else:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
 
     def rolling(xs, w=10):
         xs = np.asarray(xs, float)

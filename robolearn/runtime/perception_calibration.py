@@ -312,6 +312,38 @@ def success_labels(heights: np.ndarray, lift_height: float, margin: float) -> tu
     return heights >= lift_height, np.abs(heights - lift_height) >= margin
 
 
+def success_classifier_data(frames: dict, env_id: str, label_margin: float, camera: str = "front") -> dict:
+    """The success classifier's training frames (`fit_classifier`'s layout, + `keep`) from the
+    calibration frames: labelled by the cube's height from the arm's kinematics. Also the base
+    set a session's retrains start from (robolearn/rewards/retrain.py)."""
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
+
+    data = frames.get("episode")
+    if data is None:
+        raise ConfigError("camera calibration recorded no frames for the success classifier")
+    label, keep = success_labels(data["labels"][:, 2] - CUBE_HALF, LIFT_HEIGHT, label_margin)
+    if not label[keep].any() or label[keep].all():
+        raise ConfigError(f"the calibration frames show {'no' if not label[keep].any() else 'only'} "
+                          "lifted cube(s): the classifier needs both; run more calibration cycles")
+    cycle = data["cycle"][keep]
+    episodes = sorted(int(c) for c in np.unique(cycle))
+    lab = label[keep]
+    return {"frames": {camera: data["images"][keep]}, "labels": lab, "episode": cycle,
+            "episodes": episodes, "episode_has_success": [bool(lab[cycle == e].any()) for e in episodes],
+            "cameras": [camera], "image_shape": tuple(data["images"].shape[1:]), "env_id": env_id,
+            "keep": keep}
+
+
+def load_frames_npz(path: str | Path) -> dict:
+    """`save_frames`' file back as {part: {key: array}}."""
+    out: dict = {}
+    with np.load(path) as z:
+        for name in z.files:
+            part, _, key = name.partition("_")
+            out.setdefault(part, {})[key] = z[name]
+    return out
+
+
 def train_success_classifier(frames: dict, out: str | Path, env_id: str, cfg: PerceptionCalibrationConfig,
                              camera: str = "front", log=print) -> dict:
     """A lift success classifier from the robot's own camera frames, labelled by the arm's
@@ -320,23 +352,12 @@ def train_success_classifier(frames: dict, out: str | Path, env_id: str, cfg: Pe
     Why: a classifier trained on sim renders fired on the robot's frames without a lift
     (docs/bench/finetune/); these frames come from the robot's camera itself."""
     from robolearn.rewards.classifier import ClassifierConfig, fit_classifier
-    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
-    data = frames.get("episode")
-    if data is None:
-        raise ConfigError("camera calibration recorded no frames for the success classifier")
-    label, keep = success_labels(data["labels"][:, 2] - CUBE_HALF, LIFT_HEIGHT, cfg.label_margin)
-    if not label[keep].any() or label[keep].all():
-        raise ConfigError(f"the calibration frames show {'no' if not label[keep].any() else 'only'} "
-                          "lifted cube(s): the classifier needs both; run more calibration cycles")
-    cycle = data["cycle"][keep]
-    episodes = sorted(int(c) for c in np.unique(cycle))
-    lab = label[keep]
+    model_data = success_classifier_data(frames, env_id, cfg.label_margin, camera)
+    lab = model_data["labels"]
+    keep = model_data.pop("keep")
     ccfg = ClassifierConfig(cameras=[camera], epochs=cfg.classifier_epochs, colour_jitter=False,
                             seed=cfg.seed)
-    model_data = {"frames": {camera: data["images"][keep]}, "labels": lab, "episode": cycle,
-                  "episodes": episodes, "episode_has_success": [bool(lab[cycle == e].any()) for e in episodes],
-                  "cameras": [camera], "image_shape": tuple(data["images"].shape[1:]), "env_id": env_id}
     t0 = time.monotonic()
     _, report = fit_classifier(model_data, ccfg, out, log=lambda m: None,
                                source="robot frames of the camera calibration (labels: the arm's kinematics)")

@@ -251,6 +251,12 @@ class ArmTask(Task):
         self._measure()
         return self._ee
 
+    @property
+    def measured_gripper(self) -> float:
+        """Measured gripper servo angle (rad, the encoder's reading; `gripper_cmd` is the command)."""
+        self._measure()
+        return float(self._gripper)
+
     def cube_pose(self):
         """Ground-truth cube (position, quaternion) in sim; None on hardware."""
         if self.sim is None:
