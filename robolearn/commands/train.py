@@ -28,6 +28,10 @@ FLAGS = {
     "buffer_size": (int, "replay capacity (default: --steps, at most the preset's replay_capacity)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
+    "device": (str, "cpu (default) | cuda | cuda:N: on CUDA the replay is mirrored on the GPU, batches "
+                    "are drawn there and each update replays as one CUDA graph"),
+    "metrics_every": (int, "gradient updates between reading the losses back (and the NaN check): "
+                           "default every update on CPU, every 100 on CUDA"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
     "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
                     "robolearn.resets.learned) | practice (autonomous practice on physical resets, "

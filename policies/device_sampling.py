@@ -1,0 +1,119 @@
+"""Minibatches drawn on the training device: a run's replay mirrored on its CUDA GPU.
+
+Why: with the agent on a GPU, a host minibatch per update (numpy gather, then a pageable copy
+that makes the host wait for the GPU) costs more than the update itself, and the graphed
+update (policies/cuda_graph.py) only pays off when nothing between two updates waits. So on
+CUDA the Trainer and the async learner draw from `DeviceSampler`: each host buffer gets a
+device mirror (`DeviceReplay`: only the slots written since the last draw are copied, once
+per env step), indices are drawn and n-step transitions gathered on the device, and the
+batch goes to `Agent.update` as device tensors. The host buffers stay the ones written to and
+saved in checkpoints; the mirror's sampling generators are saved beside them (`state()`), so a
+resumed run draws the batches the uninterrupted one would have drawn.
+
+On CPU nothing changes: `batch_source` hands back the host sampler, so CPU runs stay bit for
+bit what they were.
+"""
+from __future__ import annotations
+
+import torch
+
+from robolearn.data.replay import Batch, DeviceReplay, MixedSampler, ReplayBuffer
+from robolearn.errors import ConfigError
+
+
+def check_device(device) -> torch.device:
+    """The torch device for `device`, or a ConfigError saying why this machine cannot use it."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={str(device)!r}: this torch ({torch.__version__}) sees no CUDA "
+                              "GPU; train with --device cpu (the default), or run on a machine with "
+                              "an NVIDIA GPU and a CUDA build of torch")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device={str(device)!r}: this machine has {torch.cuda.device_count()} "
+                              f"CUDA GPU(s) (cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    return dev
+
+
+def on_device_replay(agent) -> bool:
+    """True when `agent` trains on a CUDA GPU, where batches are drawn on the device."""
+    return agent.device.type == "cuda"
+
+
+def batch_source(agent, replay: ReplayBuffer, prior: ReplayBuffer | None, sampler, seed: int):
+    """What a training loop calls `.sample(batch_size)` on: the host `sampler` on CPU, a
+    `DeviceSampler` over the same buffers (and prior share) on CUDA."""
+    if not on_device_replay(agent):
+        return sampler
+    fraction = sampler.prior_fraction if isinstance(sampler, MixedSampler) else None
+    return DeviceSampler(replay, prior if fraction is not None else None, fraction, agent.device, seed)
+
+
+class DeviceSampler:
+    """`ReplayBuffer.sample` / `MixedSampler.sample` on the device: same shares and rules,
+    device tensors out. `refresh()` runs at each draw, so writes to the host buffers since the
+    last draw are always in the batch's population."""
+
+    def __init__(self, online: ReplayBuffer, prior: ReplayBuffer | None = None,
+                 prior_fraction: float | None = None, device="cuda", seed: int = 0):
+        self.device = torch.device(device)
+        self.online = DeviceReplay(online, self.device, seed=seed)
+        self.prior = DeviceReplay(prior, self.device, seed=seed + 1) if prior is not None else None
+        self.prior_fraction = float(prior_fraction or 0.0)
+        self.draws = 0  # batches drawn (tests assert the trainer really draws here)
+
+    def __len__(self) -> int:
+        return len(self.online.buffer) + (len(self.prior.buffer) if self.prior is not None else 0)
+
+    def sample(self, batch_size: int) -> Batch:
+        self.online.refresh()
+        if self.prior is None:
+            batch = self.online.sample(batch_size)
+        else:
+            self.prior.refresh()
+            batch = self._mixed(int(batch_size))
+        self.draws += 1
+        return batch
+
+    def _mixed(self, batch_size: int) -> Batch:
+        """MixedSampler's rule: `prior_fraction` of the rows from the prior buffer, all of them
+        from one side while the other is empty."""
+        n_prior = int(round(batch_size * self.prior_fraction))
+        if len(self.prior) == 0:
+            n_prior = 0
+        elif len(self.online) == 0:
+            n_prior = batch_size
+        parts = []
+        if batch_size - n_prior > 0:
+            parts.append((self.online.sample(batch_size - n_prior), False))
+        if n_prior > 0:
+            parts.append((self.prior.sample(n_prior), True))
+        for b, is_prior in parts:
+            b.prior = torch.full((len(b),), is_prior, dtype=torch.bool, device=self.device)
+        if len(parts) == 1:
+            return parts[0][0]
+        bs = [b for b, _ in parts]
+        cat = torch.cat
+        return Batch(obs={k: cat([b.obs[k] for b in bs]) for k in bs[0].obs},
+                     action=cat([b.action for b in bs]), reward=cat([b.reward for b in bs]),
+                     next_obs={k: cat([b.next_obs[k] for b in bs]) for k in bs[0].next_obs},
+                     discount=cat([b.discount for b in bs]),
+                     intervention=cat([b.intervention for b in bs]), prior=cat([b.prior for b in bs]))
+
+    def sync(self) -> None:
+        """Wait for the queued updates (so a clock read after it times them, not their launch)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> dict:
+        """The sampling generators' states (JSON): with the host buffers, what a resume needs."""
+        out = {"online": self.online.generator.get_state().tolist()}
+        if self.prior is not None:
+            out["prior"] = self.prior.generator.get_state().tolist()
+        return out
+
+    def load_state(self, state: dict) -> None:
+        self.online.generator.set_state(torch.tensor(state["online"], dtype=torch.uint8))
+        if self.prior is not None and "prior" in state:
+            self.prior.generator.set_state(torch.tensor(state["prior"], dtype=torch.uint8))
