@@ -19,6 +19,7 @@ import torch
 
 from robolearn.data.replay import Batch, DeviceReplay, MixedSampler, ReplayBuffer
 from robolearn.errors import ConfigError
+from robolearn.policies.cuda_graph import GraphedUpdate
 
 
 def check_device(device) -> torch.device:
@@ -59,6 +60,9 @@ class DeviceSampler:
         self.device = torch.device(device)
         self.online = DeviceReplay(online, self.device, seed=seed)
         self.prior = DeviceReplay(prior, self.device, seed=seed + 1) if prior is not None else None
+        graphed = self.device.type == "cuda" and GraphedUpdate.supported()
+        self._draw = {id(r): (GraphedDraw(r) if graphed else r.sample)
+                      for r in (self.online, self.prior) if r is not None}
         self.prior_fraction = float(prior_fraction or 0.0)
         self.draws = 0  # batches drawn (tests assert the trainer really draws here)
 
@@ -68,7 +72,7 @@ class DeviceSampler:
     def sample(self, batch_size: int) -> Batch:
         self.online.refresh()
         if self.prior is None:
-            batch = self.online.sample(batch_size)
+            batch = self._draw[id(self.online)](batch_size)
         else:
             self.prior.refresh()
             batch = self._mixed(int(batch_size))
@@ -85,9 +89,9 @@ class DeviceSampler:
             n_prior = batch_size
         parts = []
         if batch_size - n_prior > 0:
-            parts.append((self.online.sample(batch_size - n_prior), False))
+            parts.append((self._draw[id(self.online)](batch_size - n_prior), False))
         if n_prior > 0:
-            parts.append((self.prior.sample(n_prior), True))
+            parts.append((self._draw[id(self.prior)](n_prior), True))
         for b, is_prior in parts:
             b.prior = torch.full((len(b),), is_prior, dtype=torch.bool, device=self.device)
         if len(parts) == 1:
@@ -117,3 +121,64 @@ class DeviceSampler:
         self.online.generator.set_state(torch.tensor(state["online"], dtype=torch.uint8))
         if self.prior is not None and "prior" in state:
             self.prior.generator.set_state(torch.tensor(state["prior"], dtype=torch.uint8))
+
+
+class GraphedDraw:
+    """`DeviceReplay.sample` replayed as one CUDA graph per batch size (callable like it).
+
+    Why: drawn eagerly, a batch is some twenty small kernels launched from Python, which on
+    an H100 cost more than the numpy gather and copy of the host path they replace (measured:
+    docs/bench/gpu-train/). Captured, they are one launch. What makes the draw capturable: the
+    sampleable slots live in a fixed device buffer with their count as a device scalar (both
+    updated in place when the mirror is refreshed), the index is `floor(u * count)` with
+    `u ~ U[0, 1)` from the replay's own generator (registered with the graph, so each replay
+    draws fresh numbers and a checkpoint's generator state continues the stream), and the
+    n-step gather has a fixed number of steps. The returned batch is the graph's output
+    buffers: valid until the next draw (the update copies or consumes it at once).
+    """
+
+    WARMUP = 3  # eager draws on the capture stream first (lazy CUDA init)
+
+    def __init__(self, replay: DeviceReplay):
+        self.replay = r = replay
+        self.slots = torch.zeros(r.buffer.capacity, dtype=torch.int64, device=r.device)
+        self.count = torch.zeros((), dtype=torch.float64, device=r.device)
+        self.stream = torch.cuda.Stream(device=r.device)
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Batch]] = {}
+        self.calls: dict[int, int] = {}
+        self.replays = 0
+        self._listed = None
+
+    def _draw(self, batch_size: int) -> Batch:
+        r = self.replay
+        u = torch.rand(batch_size, generator=r.generator, device=r.device, dtype=torch.float64)
+        pick = torch.minimum((u * self.count).long(), (self.count - 1).long())
+        return r.gather(self.slots[pick])
+
+    def __call__(self, batch_size: int) -> Batch:
+        r, batch_size = self.replay, int(batch_size)
+        if r.size == 0:
+            return r.sample(batch_size)  # its error: an empty replay
+        if self._listed is not r._valid_idx:  # refreshed since the last draw
+            self.slots[: r.size].copy_(r._valid_idx)
+            self.count.fill_(r.size)
+            self._listed = r._valid_idx
+        n = self.calls[batch_size] = self.calls.get(batch_size, 0) + 1
+        current = torch.cuda.current_stream(r.device)
+        if n <= self.WARMUP:
+            self.stream.wait_stream(current)
+            with torch.cuda.stream(self.stream):
+                batch = self._draw(batch_size)
+            current.wait_stream(self.stream)
+            return batch
+        if batch_size not in self.graphs:
+            graph = torch.cuda.CUDAGraph()
+            graph.register_generator_state(r.generator)
+            current.synchronize()
+            with torch.cuda.graph(graph, stream=self.stream):
+                out = self._draw(batch_size)
+            self.graphs[batch_size] = (graph, out)
+        graph, out = self.graphs[batch_size]
+        graph.replay()
+        self.replays += 1
+        return out

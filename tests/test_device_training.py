@@ -21,7 +21,7 @@ import torch
 from robolearn.cli import main
 from robolearn.data.replay import ReplayBuffer
 from robolearn.policies import device_sampling
-from robolearn.policies.device_sampling import DeviceSampler
+from robolearn.policies.device_sampling import DeviceSampler, GraphedDraw
 from robolearn.policies.train_config import TrainConfig
 from robolearn.policies.trainer import Trainer
 
@@ -139,6 +139,8 @@ def _check_on_device(t: Trainer, metrics_every: int) -> None:
     mirror = [*s.online._obs.values(), s.online._action, s.online._reward, *s.online._flags.values()]
     assert all(x.is_cuda for x in mirror)
     assert s.draws == t.updates - getattr(t, "_updates_at_start", 0)
+    draw = s._draw[id(s.online)]  # the draw itself replays a captured graph after its warm-up
+    assert isinstance(draw, GraphedDraw) and draw.replays == s.draws - GraphedDraw.WARMUP
     g = t.agent._graphs
     assert g is not None and set(g.graphs) == {True} | ({False} if t.agent.config.actor_every > 1 else set())
     # every update after the 3 eager warm-ups of each schedule replayed a captured graph

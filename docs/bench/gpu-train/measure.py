@@ -41,12 +41,14 @@ def measure(graph: bool, utd: int, steps: int, seed: int = 0, device: str = "cud
             draws_on_device = type(getattr(t, "batches", None)).__name__ == "DeviceSampler"
             graphs = t.agent._graphs
             replays = getattr(graphs, "replays", None) if graphs is not None else 0
+            draws = getattr(getattr(t, "batches", None), "_draw", {})
+            draw_replays = sum(getattr(d, "replays", 0) for d in draws.values())
         finally:
             t.close()
     return {"graph": graph, "utd": utd, "metrics_every": 100 if graph else 1,
             "updates": t.updates - u0, "env_steps": t.env_steps - s0, "seconds": dt,
             "updates_per_s": (t.updates - u0) / dt, "env_steps_per_s": (t.env_steps - s0) / dt,
-            "device_replay": draws_on_device, "graph_replays": replays}
+            "device_replay": draws_on_device, "graph_replays": replays, "draw_graph_replays": draw_replays}
 
 
 def main() -> None:
