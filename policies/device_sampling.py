@@ -1,17 +1,19 @@
-"""Minibatches drawn on the training device: a run's replay mirrored on its CUDA GPU.
+"""Minibatches drawn on the training device: a run's replay mirrored on its CUDA GPU (opt-in).
 
-Why: with the agent on a GPU, a host minibatch per update (numpy gather, then a pageable copy
-that makes the host wait for the GPU) costs more than the update itself, and the graphed
-update (policies/cuda_graph.py) only pays off when nothing between two updates waits. So on
-CUDA the Trainer and the async learner draw from `DeviceSampler`: each host buffer gets a
-device mirror (`DeviceReplay`: only the slots written since the last draw are copied, once
-per env step), indices are drawn and n-step transitions gathered on the device, and the
-batch goes to `Agent.update` as device tensors. The host buffers stay the ones written to and
-saved in checkpoints; the mirror's sampling generators are saved beside them (`state()`), so a
+Why: with the agent on a GPU, each host minibatch is a numpy gather and pageable copies; with
+`device_replay` (`robolearn train --device cuda --device-replay`) each host buffer gets a
+device mirror instead (`DeviceReplay`: only the slots written since the last draw are copied,
+once per env step), and indices are drawn and n-step transitions gathered on the device, as
+one CUDA graph per draw (`GraphedDraw`). The host buffers stay the ones written to and saved
+in checkpoints; the mirror's sampling generators are saved beside them (`state()`), so a
 resumed run draws the batches the uninterrupted one would have drawn.
 
-On CPU nothing changes: `batch_source` hands back the host sampler, so CPU runs stay bit for
-bit what they were.
+Why opt-in: on ArmReach (state obs, batch 256) on an H100 the Trainer loop ran 0.77x (UTD 1)
+and 0.86x (UTD 20) the updates/s of host batches + the graphed update
+(docs/bench/gpu-train/): the host path's copies are small and the graphed update is the
+speed-up. Large observations (camera frames) are where a device mirror should pay; not yet
+measured. Without it nothing changes: `batch_source` hands back the host sampler, so CPU
+runs stay bit for bit what they were.
 """
 from __future__ import annotations
 
@@ -41,11 +43,15 @@ def on_device_replay(agent) -> bool:
     return agent.device.type == "cuda"
 
 
-def batch_source(agent, replay: ReplayBuffer, prior: ReplayBuffer | None, sampler, seed: int):
-    """What a training loop calls `.sample(batch_size)` on: the host `sampler` on CPU, a
-    `DeviceSampler` over the same buffers (and prior share) on CUDA."""
-    if not on_device_replay(agent):
+def batch_source(agent, replay: ReplayBuffer, prior: ReplayBuffer | None, sampler, seed: int,
+                 device_replay: bool = False):
+    """What a training loop calls `.sample(batch_size)` on: the host `sampler`, or with
+    `device_replay` (CUDA only) a `DeviceSampler` over the same buffers and prior share."""
+    if not device_replay:
         return sampler
+    if not on_device_replay(agent):
+        raise ConfigError(f"device_replay keeps the replay on a CUDA GPU, and this agent trains on "
+                          f"{agent.device}: add --device cuda, or drop --device-replay")
     fraction = sampler.prior_fraction if isinstance(sampler, MixedSampler) else None
     return DeviceSampler(replay, prior if fraction is not None else None, fraction, agent.device, seed)
 

@@ -49,6 +49,9 @@ class TrainConfig:
     threads: int = 1                    # torch CPU threads (small nets: 1 is usually fastest)
     device: str | None = None           # cpu | cuda | cuda:N (None: the preset's, cpu); cuda draws
                                         # batches on the GPU and runs the graphed update
+    device_replay: bool = False         # CUDA: mirror the replay on the GPU and draw batches there
+                                        # (measured slower than host batches on state obs, H100:
+                                        # docs/bench/gpu-train/)
     metrics_every: int | None = None    # updates between metric read-backs + NaN checks
                                         # (None: CPU every update, CUDA every 100)
     video: bool = True                  # record eval.mp4 (or a PNG strip) at the end

@@ -236,10 +236,11 @@ class Trainer:
             self._close_logs()
 
     def _batch_source(self):
-        """The host sampler on CPU; on CUDA a DeviceSampler mirroring the host buffers (built
-        once, after a resume loaded them, with the checkpoint's sampling generators)."""
+        """The host sampler, or with `device_replay` a DeviceSampler mirroring the host buffers
+        on the GPU (built once, after a resume loaded them, with the checkpoint's generators)."""
         if self.batches is None:
-            self.batches = batch_source(self.agent, self.replay, self.prior, self.sampler, self.cfg.seed)
+            self.batches = batch_source(self.agent, self.replay, self.prior, self.sampler, self.cfg.seed,
+                                        self.cfg.device_replay)
             if self._batches_state is not None and self.batches is not self.sampler:
                 self.batches.load_state(self._batches_state)
         return self.batches

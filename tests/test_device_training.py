@@ -52,6 +52,14 @@ def test_device_cuda_without_a_gpu_is_one_clear_line(tmp_path, capsys):
     assert "sees no CUDA GPU" in err and "--device cpu" in err and len(err.splitlines()) == 1
 
 
+def test_device_replay_without_cuda_is_one_clear_line(tmp_path, capsys):
+    rc = main(["train", "--env", REACH, "--steps", "60", "--learning-starts", "50", "--device-replay",
+               "--no-progress", "--no-video", "--eval-episodes", "1", "--out", str(tmp_path / "run")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert "add --device cuda" in err and len(err.splitlines()) == 1
+
+
 def test_device_sampler_mixes_like_the_host_sampler_and_round_trips_its_draws():
     online, prior = _buffer(50, 1.0, 0), _buffer(30, -1.0, 1)
     ds = DeviceSampler(online, prior, prior_fraction=0.25, device="cpu", seed=0)
@@ -99,7 +107,7 @@ def _stopped_then_resumed(tmp_path, steps: int, stop: int, **kw) -> tuple[Traine
 def test_trainer_device_path_resumes_exactly(tmp_path, monkeypatch):
     # the device path on the CPU device: the same code as on CUDA, but deterministic here
     monkeypatch.setattr(device_sampling, "on_device_replay", lambda agent: True)
-    straight, resumed = _stopped_then_resumed(tmp_path, steps=320, stop=260)
+    straight, resumed = _stopped_then_resumed(tmp_path, steps=320, stop=260, device_replay=True)
     for t in (straight, resumed):
         assert isinstance(t.batches, DeviceSampler)
     assert straight.batches.draws == straight.updates == 320 - 50 + 1
@@ -152,7 +160,8 @@ def _check_on_device(t: Trainer, metrics_every: int) -> None:
 def test_train_on_cuda_draws_on_the_device_replays_graphs_learns_and_resumes(tmp_path, monkeypatch):
     made = _capture_trainers(monkeypatch)
     out = tmp_path / "run"
-    rc = main(["train", "--env", REACH, "--algo", "sac", "--device", "cuda", "--metrics-every", "50",
+    rc = main(["train", "--env", REACH, "--algo", "sac", "--device", "cuda", "--device-replay",
+               "--metrics-every", "50",
                "--steps", "4000", "--seed", "0", "--eval-every", "1000", "--eval-episodes", "10",
                "--checkpoint-every", "1000", "--log-every", "250", "--no-video", "--no-progress",
                "--out", str(out)])
@@ -179,7 +188,8 @@ def test_train_on_cuda_draws_on_the_device_replays_graphs_learns_and_resumes(tmp
 
 @CUDA
 def test_cuda_device_path_resumes_exactly(tmp_path):
-    straight, resumed = _stopped_then_resumed(tmp_path, steps=320, stop=260, device="cuda")
+    straight, resumed = _stopped_then_resumed(tmp_path, steps=320, stop=260, device="cuda",
+                                              device_replay=True)
     assert isinstance(resumed.batches, DeviceSampler) and resumed.agent._graphs.replays > 0
     assert resumed.replay.state_equal(straight.replay)
     assert resumed.batches.state() == straight.batches.state()

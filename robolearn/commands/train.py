@@ -61,6 +61,10 @@ def add_arguments(parser) -> None:
                              "for an asymmetric critic, e.g. with --set privileged=critic")
     parser.add_argument("--overwrite", action="store_true", default=None,
                         help="delete an earlier run in --out and start again (refused without it)")
+    parser.add_argument("--device-replay", dest="device_replay", action="store_true", default=None,
+                        help="with --device cuda: keep the replay on the GPU and draw batches there "
+                             "(one CUDA graph per draw); off by default: on state observations it "
+                             "measured slower than host batches (docs/bench/gpu-train/)")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
                         help="skip the evaluation video at the end")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
@@ -118,7 +122,7 @@ def run(args) -> int:
         for k in FLAGS:
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
-        for k in ("video", "progress", "overwrite"):
+        for k in ("video", "progress", "overwrite", "device_replay"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
         d["env_kwargs"] = {**d["env_kwargs"], **parse_env_kwargs(args.env_kw)}  # CLI wins

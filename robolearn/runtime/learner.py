@@ -324,22 +324,13 @@ class Learner:
         t_end = time.monotonic() + max_seconds
         done = 0
         while done < max_updates:
-            self.agent.update(self._batch_source().sample(self.batch_size))
+            self.agent.update(self.sampler.sample(self.batch_size))
             done += 1
             if self.agent.num_updates % self.lcfg.publish_every == 0:
                 self.publish()
             if time.monotonic() > t_end:
                 break
         return done
-
-    def _batch_source(self):
-        """The host sampler on CPU, a DeviceSampler on CUDA (policies/device_sampling.py), as
-        the Trainer draws; built at the first update, after fine-tuning set up its prior."""
-        if getattr(self, "_batches", None) is None:
-            from robolearn.policies.device_sampling import batch_source
-
-            self._batches = batch_source(self.agent, self.replay, self.prior, self.sampler, self.cfg.seed)
-        return self._batches
 
     def publish(self) -> None:
         import zmq

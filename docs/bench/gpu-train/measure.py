@@ -26,10 +26,13 @@ STARTS = 1000
 def measure(graph: bool, utd: int, steps: int, seed: int = 0, device: str = "cuda") -> dict:
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)  # cpu: smoke test
     agent = {"device": device, "cuda_graph": graph, "check_every": 0 if graph else 1}
+    # the code with the device path has it behind --device-replay (it was the CUDA default in
+    # the commit measured, results.json); the old code has no such option
+    extra = {"device_replay": True} if "device_replay" in TrainConfig.__dataclass_fields__ else {}
     with tempfile.TemporaryDirectory() as d:
         cfg = TrainConfig(env="robolearn/ArmReach-v0", algo="sac", steps=10**6, seed=seed,
                           learning_starts=STARTS, utd=utd, eval_every=0, checkpoint_every=0,
-                          log_every=10**6, progress=False, video=False, agent=agent, out=d)
+                          log_every=10**6, progress=False, video=False, agent=agent, out=d, **extra)
         t = Trainer(cfg)
         try:
             t.run(stop_at=STARTS + 20)  # random-action phase, then eager warm-up + graph capture
