@@ -191,8 +191,9 @@ def load_agent(checkpoint: str | Path, render_mode: str | None = None,
     env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap,
                    cfg.sim_params)
     try:
+        # acting needs no GPU: a policy trained with --device cuda runs on a CPU-only computer
         agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
-                           **state["agent_overrides"])
+                           **{**state["agent_overrides"], "device": "cpu"})
         agent.load_policy_state(weights)
     except BaseException:
         env.close()

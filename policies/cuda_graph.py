@@ -46,6 +46,7 @@ class GraphedUpdate:
         self.agent = agent
         self.warmup = int(warmup)
         self.stream = torch.cuda.Stream(device=agent.device)
+        self.replays = 0  # graph replays so far (tests and benchmarks check the graph really ran)
         self.reset()
 
     def reset(self) -> None:
@@ -74,6 +75,7 @@ class GraphedUpdate:
             self.graphs[do_actor] = self._capture(do_actor)
         graph, keys, values = self.graphs[do_actor]
         graph.replay()
+        self.replays += 1
         return keys, values
 
     def _capture(self, do_actor: bool):

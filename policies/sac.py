@@ -38,6 +38,7 @@ from robolearn.policies.agent_config import AgentConfig, _check_spaces
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.cuda_graph import GraphedUpdate
+from robolearn.policies.device_sampling import check_device
 from robolearn.policies.networks import Actor, Critic, FlowActor, RunningNorm, detached_alias
 from robolearn.policies.onednn import use_onednn
 
@@ -49,7 +50,7 @@ class Agent:
                  config: AgentConfig | None = None, seed: int = 0):
         self.config = cfg = (config or AgentConfig()).validate()
         self.seed = int(seed)
-        self.device = torch.device(cfg.device)
+        self.device = check_device(cfg.device)  # `cuda` without a GPU: one clear line
         if self.device.type == "cpu":
             keep_freed_memory()  # big ensemble activations: reuse heap blocks, no page faults
         self.state_key, self.image_keys = _check_spaces(observation_space, action_space, cfg)

@@ -47,6 +47,13 @@ class TrainConfig:
     buffer_size: int | None = None      # replay capacity (None: steps, at most the preset's replay_capacity)
     max_episode_steps: int | None = None  # None: the env's registered limit
     threads: int = 1                    # torch CPU threads (small nets: 1 is usually fastest)
+    device: str | None = None           # cpu | cuda | cuda:N (None: the preset's, cpu); cuda draws
+                                        # batches on the GPU and runs the graphed update
+    device_replay: bool = False         # CUDA: mirror the replay on the GPU and draw batches there
+                                        # (measured slower than host batches on state obs, H100:
+                                        # docs/bench/gpu-train/)
+    metrics_every: int | None = None    # updates between metric read-backs + NaN checks
+                                        # (None: CPU every update, CUDA every 100)
     video: bool = True                  # record eval.mp4 (or a PNG strip) at the end
     progress: bool = True               # tqdm progress bar
     env_kwargs: dict = field(default_factory=dict)
@@ -71,7 +78,10 @@ class TrainConfig:
         for name in ("eval_every", "checkpoint_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be an integer >= 0")
-        for name in ("utd", "learning_starts", "buffer_size", "max_episode_steps"):
+        if self.device is not None and (not isinstance(self.device, str)
+                                        or not self.device.startswith(("cpu", "cuda", "mps"))):
+            raise ConfigError(f"device={self.device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
+        for name in ("utd", "learning_starts", "buffer_size", "max_episode_steps", "metrics_every"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < (0 if name == "learning_starts" else 1)):
                 raise ConfigError(f"{name}={v!r}: must be a positive integer")

@@ -37,6 +37,7 @@ from robolearn.errors import ConfigError, ResetError, TrainingError
 from robolearn.jsonfile import write_json_atomic
 from robolearn.policies import evaluation
 from robolearn.policies.checkpoints import CHECKPOINTS, find_checkpoint, read_json_file
+from robolearn.policies.device_sampling import batch_source
 from robolearn.policies.env_building import make_env
 from robolearn.policies.progress import Eta
 from robolearn.policies.run_folder import MetricsLog, clear_earlier_run, config_dict
@@ -128,6 +129,8 @@ class Trainer:
         upd_time, upd_count = 0.0, 0
         next_ckpt = (self.env_steps // cfg.checkpoint_every + 1) * cfg.checkpoint_every if cfg.checkpoint_every else None
         a_low, a_high = self.env.action_space.low, self.env.action_space.high
+        batches = self._batch_source()
+        on_device = batches is not self.sampler
         self._interrupted = None
         old_handlers = self._catch_stop_signals()
         try:
@@ -156,11 +159,13 @@ class Trainer:
                     if len(self.replay) >= 1:
                         t_u = time.perf_counter()
                         for _ in range(utd):
-                            out = self._update(self.sampler.sample(bs))
+                            out = self._update(batches.sample(bs))
                             for k, v in out.items():  # running sums, checkpointed with the run
                                 acc = self._loss_acc.setdefault(k, [0.0, 0])
                                 acc[0] += float(v)
                                 acc[1] += 1
+                        if on_device:  # time the updates, not their launch (act() waits anyway)
+                            batches.sync()
                         dt = time.perf_counter() - t_u
                         upd_time += dt
                         self.update_time += dt
@@ -229,6 +234,16 @@ class Trainer:
                 signal.signal(signum, handler)
             bar.close()
             self._close_logs()
+
+    def _batch_source(self):
+        """The host sampler, or with `device_replay` a DeviceSampler mirroring the host buffers
+        on the GPU (built once, after a resume loaded them, with the checkpoint's generators)."""
+        if self.batches is None:
+            self.batches = batch_source(self.agent, self.replay, self.prior, self.sampler, self.cfg.seed,
+                                        self.cfg.device_replay)
+            if self._batches_state is not None and self.batches is not self.sampler:
+                self.batches.load_state(self._batches_state)
+        return self.batches
 
     def add_transition(self, obs, action, reward, nxt, terminated, truncated, intervened: bool) -> bool:
         """Store one step in the replay (and, for an intervention with a prior buffer, in the

@@ -49,6 +49,10 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
         overrides["utd"] = cfg.utd
     if cfg.learning_starts is not None:
         overrides["learning_starts"] = cfg.learning_starts
+    if cfg.device is not None:
+        overrides["device"] = cfg.device
+    if cfg.metrics_every is not None:
+        overrides["check_every"] = cfg.metrics_every
     trainer.agent = make_agent(cfg.algo, trainer.env.observation_space, trainer.env.action_space,
                             seed=cfg.seed, **overrides)
     trainer.agent.require_learning()
@@ -114,3 +118,7 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
     trainer._loss_acc: dict[str, list] = {}  # metric -> [sum, count] since the last log record
     trainer._ep_info: tuple[float, bool] | None = None  # last training episode (return, success)
     trainer._log_file = None  # MetricsLog while run() runs
+    # what run() draws batches from: the host sampler, or on CUDA a DeviceSampler built at the
+    # start of run() (after a resume has loaded the host buffers it mirrors)
+    trainer.batches = None
+    trainer._batches_state: dict | None = None  # a checkpoint's DeviceSampler generators

@@ -42,6 +42,8 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
         "perception_sha256": perception_digest(trainer.env),
         "hooks": {"kind": trainer.hooks.kind, **trainer.hooks.checkpoint_state(trainer)},
     }
+    if trainer.batches is not None and trainer.batches is not trainer.sampler:
+        state["device_sampling"] = trainer.batches.state()  # CUDA: the device draws' generators
     from safetensors.torch import save_file
 
     def extra_files(folder: Path) -> None:
@@ -79,6 +81,8 @@ def restore_trainer(trainer, ckpt: Path, state: dict) -> None:
         raise DatasetError(f"checkpoint {ckpt}: agent has {trainer.updates} updates, "
                            f"trainer.json says {state['updates']}; the checkpoint is inconsistent")
     trainer.hooks.restore(trainer, ckpt, state)
+    # CUDA: the device mirror is built from the loaded buffers when run() starts
+    trainer.batches, trainer._batches_state = None, state.get("device_sampling")
     rng = state["rng"]
     trainer.rng.bit_generator.state = unjson_rng(rng["loop"])
     np.random.set_state(unjson_rng(rng["numpy_global"]))

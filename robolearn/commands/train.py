@@ -28,6 +28,10 @@ FLAGS = {
     "buffer_size": (int, "replay capacity (default: --steps, at most the preset's replay_capacity)"),
     "max_episode_steps": (int, "override the env's episode length"),
     "threads": (int, "torch CPU threads"),
+    "device": (str, "cpu (default) | cuda | cuda:N: on CUDA the replay is mirrored on the GPU, batches "
+                    "are drawn there and each update replays as one CUDA graph"),
+    "metrics_every": (int, "gradient updates between reading the losses back (and the NaN check): "
+                           "default every update on CPU, every 100 on CUDA"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
     "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
                     "robolearn.resets.learned) | practice (autonomous practice on physical resets, "
@@ -57,6 +61,10 @@ def add_arguments(parser) -> None:
                              "for an asymmetric critic, e.g. with --set privileged=critic")
     parser.add_argument("--overwrite", action="store_true", default=None,
                         help="delete an earlier run in --out and start again (refused without it)")
+    parser.add_argument("--device-replay", dest="device_replay", action="store_true", default=None,
+                        help="with --device cuda: keep the replay on the GPU and draw batches there "
+                             "(one CUDA graph per draw); off by default: on state observations it "
+                             "measured slower than host batches (docs/bench/gpu-train/)")
     parser.add_argument("--no-video", dest="video", action="store_false", default=None,
                         help="skip the evaluation video at the end")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
@@ -114,7 +122,7 @@ def run(args) -> int:
         for k in FLAGS:
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
-        for k in ("video", "progress", "overwrite"):
+        for k in ("video", "progress", "overwrite", "device_replay"):
             if getattr(args, k) is not None:
                 d[k] = getattr(args, k)
         d["env_kwargs"] = {**d["env_kwargs"], **parse_env_kwargs(args.env_kw)}  # CLI wins
