@@ -12,7 +12,7 @@ from robolearn.errors import ConfigError
 PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
 NETWORKS = ("mlp", "simba")
 ACTORS = ("gaussian", "flow")
-CPU_MATMULS = ("onednn", "torch")
+CPU_MATMULS = ("onednn", "bf16", "torch")
 FLOW_VARIANTS = ("gated",)  # Flow-G; Flow-T (a Transformer decoder over the K steps) is not built yet
 
 
@@ -88,7 +88,10 @@ class AgentConfig:
     # CPU fp32 linear layers: "onednn" (oneDNN inner product, forward and backward, ReLU fused;
     # ~2x F.linear/bmm here, see policies/onednn.py) or "torch" (F.linear / baddbmm). Default
     # "torch" until every published learning table is re-measured on oneDNN (same learning
-    # within noise on 8 ArmReach seeds, but not the same numbers: docs/learners.md)
+    # within noise on 8 ArmReach seeds, but not the same numbers: docs/learners.md).
+    # "bf16": the oneDNN path with the update's products in bf16 (fp32 master weights, Adam
+    # state, heads, log-probs and TD targets; acting stays fp32); an option until learning
+    # curves on ArmReach, ArmPush and dmc cheetah-run match fp32 (docs/learners.md)
     cpu_matmul: str = "torch"
 
     def validate(self) -> "AgentConfig":

@@ -26,10 +26,13 @@ class EnsembleLinear(nn.Module):
     """E independent linear layers applied as one batched matmul: (E, B, in) -> (E, B, out).
 
     `matmul="onednn"` (set by `onednn.use_onednn`): one oneDNN product per member instead
-    (2x faster than the batched matmul on CPU fp32); `relu`: a folded-in ReLU after it."""
+    (2x faster than the batched matmul on CPU fp32); `relu`: a folded-in ReLU after it;
+    `bf16`/`out_bf16`: bf16 products (and output) inside `onednn.bf16_region()`."""
 
     matmul: str = "torch"
     relu: bool = False
+    bf16: bool = False
+    out_bf16: bool = False
 
     def __init__(self, ensemble_size: int, in_features: int, out_features: int):
         super().__init__()
@@ -45,9 +48,11 @@ class EnsembleLinear(nn.Module):
         if members is not None:  # run only these members (REDQ target subset)
             w, b = w.index_select(0, members), b.index_select(0, members)
         if self.matmul == "onednn":
-            y = onednn.ensemble_linear(x, w, b, self.relu)
+            y = onednn.ensemble_linear(x, w, b, self.relu, self.bf16, self.out_bf16)
             if y is not None:
                 return y
+        if x.dtype != w.dtype:  # a bf16 activation reaching the fp32 path (Q head): fp32 product
+            x = x.to(w.dtype)
         if x.dim() == 2:  # the same input for every member (first layer)
             x = x.unsqueeze(0).expand(w.shape[0], -1, -1)
         if w.shape[-1] == 1:  # Q head: a dot product per row is ~2x cheaper than an N=1 bmm

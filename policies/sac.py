@@ -40,7 +40,7 @@ from robolearn.policies.encoders import PixelEncoder, random_shift
 from robolearn.policies.cuda_graph import GraphedUpdate
 from robolearn.policies.device_sampling import check_device
 from robolearn.policies.networks import Actor, Critic, FlowActor, RunningNorm, detached_alias
-from robolearn.policies.onednn import use_onednn
+from robolearn.policies.onednn import bf16_region, use_onednn
 
 
 class Agent:
@@ -114,10 +114,12 @@ class Agent:
                 dropout=cfg.critic_dropout, layer_norm=cfg.critic_layer_norm,
                 batch_renorm=cfg.critic_batch_renorm, renorm_momentum=cfg.renorm_momentum,
                 renorm_warmup=cfg.renorm_warmup).to(self.device)
-        if self.device.type == "cpu" and cfg.cpu_matmul == "onednn":
+        # bf16: the update's products only (inside bf16_region in _learn); acting stays fp32
+        self._bf16 = self.device.type == "cpu" and cfg.cpu_matmul == "bf16"
+        if self.device.type == "cpu" and cfg.cpu_matmul in ("onednn", "bf16"):
             # before the alias and the target copy below, so they are on the same path
-            use_onednn(self.actor)
-            use_onednn(self.critic)
+            use_onednn(self.actor, bf16=self._bf16)
+            use_onednn(self.critic, bf16=self._bf16)
         self.critic.mlp.set_generator(self.generator)
         self._critic_frozen = detached_alias(self.critic)  # the actor loss's view of the critic
         self._critic_frozen.train(not cfg.critic_batch_renorm)
@@ -241,7 +243,8 @@ class Agent:
             inputs["prior"] = prior.float()
         do_actor = n % cfg.actor_every == 0
         if self._graphs is None:
-            keys, values = self._learn(inputs, do_actor)
+            with bf16_region(self._bf16):
+                keys, values = self._learn(inputs, do_actor)
         else:
             keys, values = self._graphs.run(inputs, do_actor)
         if n % self._check_every:
