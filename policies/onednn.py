@@ -143,17 +143,23 @@ class _BF16Linear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gy):
         xb, wb, y = ctx.saved_tensors
-        gy = gy.to(BF16)
-        if ctx.relu:
-            gy = torch.ops.aten.threshold_backward(gy, y, 0)
+        gy, g32 = _masked_grads(gy, y, ctx.relu)
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
             gx = _OP(gy, wb.t(), None, "none", [], "").to(ctx.x_dtype)
         if ctx.needs_input_grad[1]:
             gw = torch.mm(gy.t(), xb).float()  # bf16 mm: ~20% faster than lp on two transposes
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            gb = gy.sum(0, dtype=torch.float32)
+            gb = g32.sum(0, dtype=torch.float32)
         return gx, gw, gb, None, None
+
+
+def _masked_grads(gy: torch.Tensor, y: torch.Tensor | None, relu: bool):
+    """(bf16 output gradient for the products, the most precise one for the bias sum): an fp32
+    gradient (fp32 output) is masked and summed in fp32 before it is rounded to bf16."""
+    if relu:
+        gy = torch.ops.aten.threshold_backward(gy, y if gy.dtype == BF16 else y.float(), 0)
+    return gy.to(BF16), gy
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None,
@@ -240,9 +246,7 @@ class _BF16EnsembleLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gy):
         xb, wb, y = ctx.saved_tensors
-        gy = gy.to(BF16)
-        if ctx.relu:
-            gy = torch.ops.aten.threshold_backward(gy, y, 0)
+        gy, g32 = _masked_grads(gy, y, ctx.relu)
         gys = gy.unbind(0)
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
@@ -261,7 +265,7 @@ class _BF16EnsembleLinear(torch.autograd.Function):
             for o, g in zip(gw.unbind(0), gws):
                 o.copy_(g)
         if ctx.needs_input_grad[2]:
-            gb = gy.sum(1, keepdim=True, dtype=torch.float32)
+            gb = g32.sum(1, keepdim=True, dtype=torch.float32)
         return gx, gw, gb, None, None
 
 
