@@ -10,7 +10,9 @@ also counts the FLOPs of one update (torch.utils.flop_counter over a real update
 formula), measures the fastest fp32 matrix-multiply path this machine offers (MKL `mm` and
 `bmm`, oneDNN's inner product on dense, prepacked and mkldnn-typed operands, at the update's
 shape and a large one) in the same run, and
-reports `sac_fraction_of_limit` = achieved update FLOP/s / that GEMM rate. `robolearn bench
+reports `sac_fraction_of_limit` = achieved update FLOP/s / that GEMM rate. On CPU it also
+times the `cpu_matmul="bf16"` option in the same interleaved rounds, against the bf16 kernels'
+rate (`sac_bf16_fraction_of_bf16_limit`). `robolearn bench
 learners --suite speed` calls it. The runners, timing and FLOP counting it shares with the GPU
 measurement (`speed_gpu.py`) are in `speed_harness.py`.
 """
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 
 from robolearn.data.replay import ReplayBuffer
+from robolearn.policies import onednn
 from robolearn.policies.registry import make_config
 from robolearn.policies.speed_harness import (_fill_ours, _interleaved, _our_runner, _random_data, _sb3_runner,
                                              _sb3_update_flops, _spaces, count_update_flops, preset_overrides)
@@ -89,13 +92,27 @@ def measure_gemm_limit(device: str = "cpu", sizes=(256, 1024), min_time: float =
     best = {clock: max(res, key=lambda k: res[k][clock]) for clock in ("wall", "cpu")}
     out = {"paths_gflops": res, "limit_path": best,
            "limit_gflops": {clock: res[best[clock]][clock] for clock in ("wall", "cpu")}}
-    if device == "cpu":  # not fp32, so never the limit; shows whether bf16 would pay here
+    if device == "cpu":  # not fp32, so never the fp32 limit: the limit of cpu_matmul="bf16"
         a = torch.randn(256, 256, dtype=torch.bfloat16)
-        reps, c0 = 0, time.process_time()
-        while reps < 3 or time.process_time() - c0 < min_time / 5:
-            torch.mm(a, a)
-            reps += 1
-        out["bf16_mm_256_gflops_cpu"] = 2 * 256 ** 3 * reps / max(time.process_time() - c0, 1e-9) / 1e9
+        bf16 = {"bf16_mm_256_gflops_cpu": lambda: torch.mm(a, a)}
+        if torch.backends.mkldnn.is_available():  # the kernel the bf16 update's forward runs
+            try:
+                linear = torch.ops.mkldnn._linear_pointwise
+                linear(a, a, None, "none", [], "")
+                bf16["bf16_onednn_linear_256_gflops_cpu"] = lambda: linear(a, a, None, "none", [], "")
+            except (AttributeError, RuntimeError):
+                pass
+        for key, fn in bf16.items():
+            fn()
+            rates = []
+            for _ in range(5):  # 5 blocks, median, as for fp32
+                reps, c0 = 0, time.process_time()
+                while reps < 3 or time.process_time() - c0 < min_time / 5:
+                    fn()
+                    reps += 1
+                rates.append(2 * 256 ** 3 * reps / max(time.process_time() - c0, 1e-9) / 1e9)
+            out[key] = float(np.median(rates))
+        out["bf16_limit_gflops_cpu"] = max(out[k] for k in bf16)
     return out
 
 
@@ -197,14 +214,14 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
             runners["sb3"] = _sb3_runner(data, obs_dim, action_dim, batch_size, device, seed)
         except ImportError:
             print_fn("stable-baselines3 not installed (pip install -e .[bench]); skipping SB3")
-    if str(device) == "cpu" and limit:
+    if str(device) == "cpu" and onednn.bf16_available():  # the bf16 option, same rounds
         runners["ours_bf16"] = _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed,
-                                           autocast_bf16=True)
+                                           cpu_matmul="bf16")
     speed = _interleaved(runners, steps, warmup, rounds, sync)
     if "ours_bf16" in speed:
-        out["ours_sac_bf16_autocast_updates_per_s"] = speed["ours_bf16"][clock]
+        out["ours_sac_bf16_updates_per_s"] = speed["ours_bf16"][clock]
         if "sb3" in speed:
-            out["sac_bf16_autocast_speedup_vs_sb3"] = speed["ours_bf16"][clock] / speed["sb3"][clock]
+            out["sac_bf16_speedup_vs_sb3"] = speed["ours_bf16"][clock] / speed["sb3"][clock]
     if "ours_default" in speed:
         out["ours_sac_default_path_updates_per_s"] = speed["ours_default"][clock]
         if "sb3" in speed:
@@ -229,6 +246,10 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
         achieved = speed["ours"][clock] * out["sac_update_flops"] / 1e9
         out["sac_achieved_gflops"] = achieved
         out["sac_fraction_of_limit"] = achieved / out["gemm_limit_gflops"]
+        if "ours_bf16" in speed and "bf16_limit_gflops_cpu" in gemm:
+            # the bf16 update against the bf16 kernels' rate (CPU time, one thread: the limit's clock)
+            out["sac_bf16_fraction_of_bf16_limit"] = (speed["ours_bf16"]["cpu"] * out["sac_update_flops"]
+                                                      / 1e9 / gemm["bf16_limit_gflops_cpu"])
         if "sb3" in speed:
             out["sb3_fraction_of_limit"] = (speed["sb3"][clock] * out["sb3_update_flops"] / 1e9
                                             / out["gemm_limit_gflops"])
@@ -281,11 +302,13 @@ def _print(out: dict, print_fn) -> None:
     if "fp32_bound_speedup_vs_sb3" in out:
         print_fn(f"  fp32 bound: with every FLOP at the GEMM limit and no other work, an update would be "
                  f"{out['fp32_bound_speedup_vs_sb3']:.2f}x SB3's rate (the most fp32 can give here)")
-    if "ours_sac_bf16_autocast_updates_per_s" in out:
-        print_fn(f"  ours sac under bf16 autocast (measured only; no preset uses it): "
-                 f"{out['ours_sac_bf16_autocast_updates_per_s']:8.1f} updates/s"
-                 + (f" = {out['sac_bf16_autocast_speedup_vs_sb3']:.2f}x SB3"
-                    if "sac_bf16_autocast_speedup_vs_sb3" in out else ""))
+    if "ours_sac_bf16_updates_per_s" in out:
+        print_fn(f"  ours sac, cpu_matmul='bf16' (an option; same rounds): "
+                 f"{out['ours_sac_bf16_updates_per_s']:8.1f} updates/s ({out['clock']} clock)"
+                 + (f" = {out['sac_bf16_speedup_vs_sb3']:.2f}x SB3" if "sac_bf16_speedup_vs_sb3" in out else "")
+                 + (f"; {out['sac_bf16_fraction_of_bf16_limit']:.2f} of the bf16 GEMM limit "
+                    f"{out['gemm']['bf16_limit_gflops_cpu']:.1f} GFLOP/s (CPU time)"
+                    if "sac_bf16_fraction_of_bf16_limit" in out else ""))
     if "redq10_updates_per_s" in out:
         print_fn(f"  redq N=10 : {out['redq10_updates_per_s']:8.1f} updates/s (wall)")
         print_fn(f"  redq N=2  : {out['redq2_updates_per_s']:8.1f} updates/s (wall)  -> a 10-critic update costs "
@@ -313,8 +336,8 @@ def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
         "sac_update_flops", "sb3_update_flops", "gemm_limit_gflops", "gemm_limit_path",
         "sac_fraction_of_limit", "sb3_fraction_of_limit", "redq10_vs_2_cost_ratio",
         "redq10_vs_2_cost_ratio_cpu", "redq10_vs_2_flop_ratio", "ours_sac_preset_overrides",
-        "redq_preset_overrides", "fp32_bound_speedup_vs_sb3", "ours_sac_bf16_autocast_updates_per_s",
-        "sac_bf16_autocast_speedup_vs_sb3")}
+        "redq_preset_overrides", "fp32_bound_speedup_vs_sb3", "ours_sac_bf16_updates_per_s",
+        "sac_bf16_speedup_vs_sb3", "sac_bf16_fraction_of_bf16_limit")}
     for t in threads:
         r = per[str(t)]
         summary[f"sac_speedup_vs_sb3_{t}thread"] = (

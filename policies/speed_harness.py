@@ -34,9 +34,8 @@ def _fill_ours(buf: ReplayBuffer, data) -> None:
 
 
 def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: str, seed: int,
-                autocast_bf16: bool = False, **overrides):
-    """A callable doing k sample+update steps of our learner (`autocast_bf16`: under CPU bf16
-    autocast, a measurement only: no preset uses it, its learning curves are not compared)."""
+                **overrides):
+    """A callable doing k sample+update steps of our learner."""
     agent = make_agent(algo, obs_space, act_space, seed=seed, device=device, batch_size=batch_size,
                        **overrides)
 
@@ -44,14 +43,7 @@ def _our_runner(algo: str, obs_space, act_space, buf, batch_size: int, device: s
         for _ in range(k):
             agent.update(buf.sample(batch_size))
 
-    if not autocast_bf16:
-        return run
-
-    def run_bf16(k: int) -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            run(k)
-
-    return run_bf16
+    return run
 
 
 def _interleaved(runners: dict, steps: int, warmup: int, rounds: int, sync) -> dict[str, dict]:

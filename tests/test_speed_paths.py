@@ -225,3 +225,13 @@ def test_speed_suite_reports_everything_in_one_run_and_names_non_plain_presets()
     # batch 32 is not the preset's 256: the report must say so rather than call it plain `sac`
     assert "`sac` preset with {'batch_size': 32, 'cpu_matmul': 'onednn'}" in md and "sac_fraction_of_limit" in md
     assert any("sac preset with" in line for line in lines)
+    from robolearn.policies import onednn
+    if onednn.bf16_available():  # the bf16 option is timed in the same rounds, with its limit
+        gemm = r["gemm"]
+        assert gemm["bf16_limit_gflops_cpu"] == max(gemm["bf16_mm_256_gflops_cpu"],
+                                                     gemm["bf16_onednn_linear_256_gflops_cpu"]) > 0
+        assert out["sac_bf16_speedup_vs_sb3"] == pytest.approx(
+            r["ours_sac_bf16_updates_per_s"] / r["sb3_sac_cpu_updates_per_s"])
+        assert out["sac_bf16_fraction_of_bf16_limit"] == pytest.approx(
+            r["ours_sac_bf16_updates_per_s"] * out["sac_update_flops"] / 1e9 / gemm["bf16_limit_gflops_cpu"])
+        assert "cpu_matmul=\"bf16\"" in md and any("cpu_matmul='bf16'" in line for line in lines)

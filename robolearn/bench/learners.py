@@ -367,7 +367,10 @@ def speed_markdown(speed: dict) -> list[str]:
                   f"- fastest fp32 GEMM path on this machine, measured in this run (1 thread, CPU "
                   f"time): **{speed['gemm_limit_gflops']:.1f} GFLOP/s** ({speed['gemm_limit_path']}); all "
                   "paths: " + ", ".join(f"{k} {v['cpu']:.0f}" for k, v in gemm["paths_gflops"].items())
-                  + (f"; bf16 mm 256^3 (not fp32, for reference): {gemm['bf16_mm_256_gflops_cpu']:.1f}"
+                  + (f"; bf16 (not fp32, the `cpu_matmul=\"bf16\"` limit): mm 256^3 "
+                     f"{gemm['bf16_mm_256_gflops_cpu']:.1f}"
+                     + (f", oneDNN linear 256^3 {gemm['bf16_onednn_linear_256_gflops_cpu']:.1f}"
+                        if "bf16_onednn_linear_256_gflops_cpu" in gemm else "")
                      if "bf16_mm_256_gflops_cpu" in gemm else ""),
                   f"- **sac_fraction_of_limit = {speed['sac_fraction_of_limit']:.2f}** (ours "
                   f"{first['sac_achieved_gflops']:.1f} GFLOP/s)"
@@ -376,11 +379,14 @@ def speed_markdown(speed: dict) -> list[str]:
             lines.append(f"- **fp32 bound: {speed['fp32_bound_speedup_vs_sb3']:.2f}x SB3**: the speed-up an update "
                          "would have if all of its counted FLOPs ran at the GEMM limit above and nothing "
                          "else took time; no fp32 implementation of this update can exceed it on this machine")
-        if speed.get("ours_sac_bf16_autocast_updates_per_s"):
-            lines.append(f"- ours under CPU bf16 autocast (measured for reference, not used by any preset: "
-                         f"learning curves not compared): {speed['ours_sac_bf16_autocast_updates_per_s']:.1f} "
-                         "updates/s" + (f" = {speed['sac_bf16_autocast_speedup_vs_sb3']:.2f}x SB3"
-                                        if speed.get("sac_bf16_autocast_speedup_vs_sb3") else ""))
+        if speed.get("ours_sac_bf16_updates_per_s"):
+            lines.append(f"- ours with `cpu_matmul=\"bf16\"` (an option, not a default: bf16 products in "
+                         f"the update, fp32 master weights; same interleaved rounds): "
+                         f"**{speed['ours_sac_bf16_updates_per_s']:.1f}** updates/s"
+                         + (f" = **{speed['sac_bf16_speedup_vs_sb3']:.2f}x SB3**"
+                            if speed.get("sac_bf16_speedup_vs_sb3") else "")
+                         + (f", {speed['sac_bf16_fraction_of_bf16_limit']:.2f} of the bf16 GEMM limit"
+                            if speed.get("sac_bf16_fraction_of_bf16_limit") else ""))
         for t in speed["threads"][1:]:
             r = per[str(t)]
             lines.append(f"- {t} threads: GEMM limit {r['gemm_limit_gflops']:.1f} GFLOP/s (wall), "
