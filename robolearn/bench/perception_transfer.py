@@ -55,7 +55,7 @@ def record(work: Path, cycles: int, seed: int) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     robot = start_emulator("arm", reality="hard", cameras=True, seed=seed, subprocess=True)
     try:
-        kw = {"backend": "real", "port": robot.port, "timeout": 0.25,
+        kw = {"backend": "real", "port": robot.port, "timeout": 0.5,  # a loaded shared CPU
               "reset_prompt": f"operator:{robot.hand_url}", "reset_on_failure": "prompt"}
         t0 = time.monotonic()
         arm = calibrate_robot_arm(SimpleNamespace(env_kwargs=kw), work)
