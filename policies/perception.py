@@ -191,11 +191,13 @@ KEEP_FRAME = 0.15
 
 def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
                    randomize: bool = True, progress=None,
-                   keep: float = KEEP_FRAME) -> tuple[np.ndarray, np.ndarray]:
+                   keep: float = KEEP_FRAME, in_camera_frame: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(images uint8 (N,H,W,3), privileged targets (N,T)) from domain-randomised episodes that
     mix the scripted controller (the cube grasped, carried, lifted) with random actions; each
     step's frame is rendered and kept with probability `keep` (episode order is kept, so a
-    tail split holds out whole episodes)."""
+    tail split holds out whole episodes). `in_camera_frame`: targets in the camera's frame as
+    the arm's nominal kinematics place it at the measured joints (a camera that moves with the
+    arm, the wrist's: world = `to_world(target, *kin.camera_pose(q, camera))`)."""
     from robolearn.sim.randomization import CAMERA_RANDOMIZATION, DomainRandomization, load_reality_gap
 
     if env_id not in TARGETS:
@@ -209,6 +211,10 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
     rng = np.random.default_rng(seed)
     ctrl = env.unwrapped.scripted_controller()
     cam = env.unwrapped.backend.cameras[camera]
+    kin = None
+    if in_camera_frame:
+        from robolearn.sim.kinematics import ArmKinematics
+        kin = ArmKinematics()
     images, targets = [], []
     ep = 0
     try:
@@ -220,7 +226,11 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
             while len(images) < frames:
                 if rng.random() < keep:
                     images.append(cam.read().image.copy())
-                    targets.append(obs["privileged"][sl])
+                    target = obs["privileged"][sl]
+                    if kin is not None:
+                        q = env.unwrapped.task.arm.read().q
+                        target = to_camera(target, *kin.camera_pose(q, camera))
+                    targets.append(target)
                     if progress is not None:
                         progress(1)
                 if mode == "random":
@@ -235,6 +245,15 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
     finally:
         env.close()
     return np.stack(images), np.stack(targets).astype(np.float32)
+
+
+def to_camera(p_world, cam_pos, cam_rot) -> np.ndarray:
+    """World point -> the camera's frame (cam_rot: camera -> world)."""
+    return (np.asarray(cam_rot).T @ (np.asarray(p_world, float) - cam_pos)).astype(np.float32)
+
+
+def to_world(p_cam, cam_pos, cam_rot) -> np.ndarray:
+    return (np.asarray(cam_pos) + np.asarray(cam_rot) @ np.asarray(p_cam, float)).astype(np.float32)
 
 
 #: random zoom about the image centre in training: a camera whose field of view differs from the

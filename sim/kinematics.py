@@ -60,6 +60,14 @@ class ArmKinematics:
         self._set(q)
         return self.data.site_xpos[self.site_id].copy()
 
+    def camera_pose(self, q, camera: str) -> tuple[np.ndarray, np.ndarray]:
+        """(position, 3x3 rotation camera -> world) of a camera of the model for joint angles
+        `q`: where a camera on the arm (the wrist's) looks from, from the measured joints."""
+        self._set(q)
+        mujoco.mj_camlight(self.model, self.data)  # camera poses are not part of mj_kinematics
+        cid = self.model.camera(camera).id
+        return self.data.cam_xpos[cid].copy(), self.data.cam_xmat[cid].reshape(3, 3).copy()
+
     def link_points(self, q) -> np.ndarray:
         """(n, 3) world positions of the body origins, geom centres and sites of the links that
         swing (everything past the shoulder's turntable) for joint angles `q`: what a motion's

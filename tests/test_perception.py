@@ -311,10 +311,13 @@ def test_launch_file_parses_and_builds_its_learner(model, tmp_path, capsys, monk
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_localiser_learns_the_cube_position(tmp_path):
-    """1000 randomised renders, 15 epochs (~2 min CPU): the held-out error is well under that
-    of a constant guess (the training mean position)."""
+    """1000 randomised renders, 60 epochs (~70 s CPU): the held-out error (whole unseen
+    episodes) is well under that of a constant guess (the training mean position).
+    60, not 15, epochs: 15 are 90 optimiser steps on 850 frames, which left the net at the
+    mean guess (65.4 vs 67.1 mm) once the held-out set became unseen episodes (f89bdf0; the
+    old random-frame split passed by memorising); 60 epochs measured 25.8 vs 67.1 mm."""
     out = tmp_path / "m"
     assert cli.main(["perception", "train", "--env", LIFT, "--out", str(out), "--frames", "1000",
-                     "--epochs", "15", "--threads", "1"]) == 0
+                     "--epochs", "60", "--threads", "1"]) == 0
     report = json.loads((out / META).read_text())["report"]
-    assert report["heldout_mean_dist_m"] < 0.7 * report["heldout_mean_dist_guess_m"], report
+    assert report["heldout_mean_dist_m"] < 0.5 * report["heldout_mean_dist_guess_m"], report

@@ -16,6 +16,7 @@ BENCHES = {
     "simba": "SimBa networks vs the plain MLP (sac): update time ratio, returns at equal env steps",
     "fleet": "env steps/s into the learner with 1, 2, 4 sim actors on Ray vs launch; data plane cost per transition (ZeroMQ vs Ray)",
     "soak": "a fine-tuning session under scheduled faults (bus noise, camera stall, kills, disk full); checks nothing is lost",
+    "perception_transfer": "camera localisers on the emulated hard robot's frames against its truth: sim zero-shot, calibrated (arm labels, more cycles, true labels), frozen backbone, wrist camera",
 }
 HELP = "Run a benchmark: " + "; ".join(f"{k}: {v}" for k, v in BENCHES.items())
 

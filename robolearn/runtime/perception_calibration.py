@@ -56,31 +56,39 @@ IN_HAND_DZ = -0.005   # the cube's centre below the grasp point when held (grasp
 
 
 class _Frames:
-    def __init__(self):
+    def __init__(self, extra=None):
         self.images, self.labels, self.cycle, self.kind = [], [], [], []
+        self.extra_fn, self.extra = extra, []
 
     def add(self, image, label, cycle, kind):
         self.images.append(np.asarray(image).copy())
         self.labels.append(np.asarray(label, np.float32))
         self.cycle.append(cycle)
         self.kind.append(kind)
+        if self.extra_fn is not None:
+            self.extra.append(self.extra_fn())
 
     def extend(self, other: "_Frames") -> None:
-        for name in ("images", "labels", "cycle", "kind"):
+        for name in ("images", "labels", "cycle", "kind", "extra"):
             getattr(self, name).extend(getattr(other, name))
 
     def arrays(self):
         if not self.images:
             return None
-        return {"images": np.stack(self.images), "labels": np.stack(self.labels),
-                "cycle": np.asarray(self.cycle), "kind": np.asarray(self.kind)}
+        out = {"images": np.stack(self.images), "labels": np.stack(self.labels),
+               "cycle": np.asarray(self.cycle), "kind": np.asarray(self.kind)}
+        for key in (self.extra[0] if self.extra else {}):
+            out[key] = np.stack([np.asarray(e[key]) for e in self.extra])
+        return out
 
 
 def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cube, look_q=None,
-                         progress=None) -> tuple[dict, dict]:
+                         progress=None, extra=None) -> tuple[dict, dict]:
     """Drive the arm through `cfg.cycles` cycles and label camera frames from its kinematics.
 
-    `put_cube(xy, why)`: the operator puts the cube at `xy` (a prompt). Returns
+    `put_cube(xy, why)`: the operator puts the cube at `xy` (a prompt). `extra()`, if given, is
+    called with every frame taken and returns a dict of arrays kept beside it (another camera,
+    a bench's ground truth: bench/perception_transfer.py). Returns
     ({"episode": frames for the policy localiser (x, y, z), "look": frames at the look pose
     (x, y)}, stats)."""
     from robolearn.policies.cube_finder import LOOK_Q, sample_reachable_xy
@@ -92,11 +100,11 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
     rng = np.random.default_rng(cfg.seed)
     dt = 1.0 / task.control_hz
     hover, grasp_z, place_z = 0.06, 0.02, 0.026
-    ep, look = _Frames(), _Frames()
+    ep, look = _Frames(extra), _Frames(extra)
     holds = PlaceCubeByCamera(finder=None)          # its gripper test: is the cube held?
     stats = {"cycles": 0, "operator_placements": 0, "missed_grasps": 0, "slipped": 0, "robot_s": 0.0}
     # a cycle's frames are kept only when it ends with the cube where the arm believes it is
-    cur = {"ep": _Frames(), "look": _Frames()}
+    cur = {"ep": _Frames(extra), "look": _Frames(extra)}
     look_q = np.clip(np.asarray(LOOK_Q if look_q is None else look_q), task.kin.lower, task.kin.upper)
     t_robot = [0.0]
 
@@ -138,7 +146,7 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
         return np.array([cfg.mark[0], cfg.mark[1], CUBE_HALF])
 
     for c in range(cfg.cycles):
-        cur["ep"], cur["look"] = _Frames(), _Frames()
+        cur["ep"], cur["look"] = _Frames(extra), _Frames(extra)
         if c and cfg.mark_every and c % cfg.mark_every == 0:
             known = back_to_the_mark("camera calibration: put the cube back on the mark (the arm's idea "
                                      "of where it is drifts a little with every grasp)")
@@ -206,8 +214,10 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
 
 
 def adapt_localiser(localiser, images: np.ndarray, labels: np.ndarray, sim_images: np.ndarray,
-                    sim_labels: np.ndarray, epochs: int = 6, lr: float = 3e-4, seed: int = 0):
-    """Fine-tune a copy of `localiser` on robot frames + sim frames (equal weight per frame)."""
+                    sim_labels: np.ndarray, epochs: int = 6, lr: float = 3e-4, seed: int = 0,
+                    head_only: bool = False):
+    """Fine-tune a copy of `localiser` on robot frames + sim frames (equal weight per frame);
+    `head_only`: the conv backbone stays as trained in sim (a frozen-feature candidate)."""
     import copy
 
     import torch
@@ -218,11 +228,13 @@ def adapt_localiser(localiser, images: np.ndarray, labels: np.ndarray, sim_image
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     net = copy.deepcopy(localiser.net).train().requires_grad_(True)
+    if head_only:
+        net.convs.requires_grad_(False)
     mean = np.asarray(localiser.meta["target_mean"], np.float32)
     std = np.asarray(localiser.meta["target_std"], np.float32)
     x = torch.as_tensor(np.concatenate([images, sim_images]))
     y = torch.as_tensor((np.concatenate([labels, sim_labels]).astype(np.float32) - mean) / std)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=lr)
     bs = min(64, len(x))
     for _ in range(epochs):
         perm = torch.randperm(len(x), generator=g)
