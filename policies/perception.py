@@ -8,9 +8,16 @@ frame (`PerceptionFeatures`, appended to `state`), so the learner sees a short v
 stores that vector (features cached, no conv in the update), and an update costs what a
 state update costs. End-to-end DrQ stays the option for GPUs.
 
-Files: DIR/perception.safetensors (the net) and DIR/perception.json (env, camera, image size,
-target names and normalisation, held-out error). Nothing is downloaded; a checkpoint is
+Files: DIR/perception.safetensors (the net) and DIR/perception.json (env, camera, frame, image
+size, target names and normalisation, held-out error). Nothing is downloaded; a checkpoint is
 loaded from a local path only.
+
+Frames: a camera fixed to the world (`front`) is trained on world coordinates (`"frame":
+"world"`); a camera that moves with the arm (`wrist`) on the cube in its own frame (`"frame":
+"camera"`), since what it sees depends on where the arm put it. `PerceptionFeatures` turns a
+camera-frame estimate into world coordinates with the arm's kinematics at the joints measured
+in the same observation (`state[:5]`, the same source on sim and hardware), so the policy's
+feature means "the cube in the world" whichever camera.
 """
 from __future__ import annotations
 
@@ -33,6 +40,18 @@ META = "perception.json"
 # privileged-vector slices the localiser can learn, per arm task (see robolearn/tasks/arm.py)
 TARGETS = {"robolearn/ArmLift-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"]),
            "robolearn/ArmPush-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"])}
+#: the frames a localiser's targets can be in (meta "frame"; a model without it is "world")
+FRAMES = ("world", "camera")
+CAMERA_TARGETS = ["cube_cam_x", "cube_cam_y", "cube_cam_z"]
+#: the arm tasks' state starts with the measured joints q (5, rad): robolearn/tasks/arm.py
+JOINTS = slice(0, 5)
+
+
+def default_frame(camera: str) -> str:
+    """"camera" for a camera that moves with the arm (mounted on one of its links), else "world"."""
+    from robolearn.sim.kinematics import ArmKinematics
+
+    return "camera" if ArmKinematics().camera_on_arm(camera) else "world"
 
 
 class LocaliserNet(nn.Module):
@@ -74,6 +93,11 @@ class Localiser:
     def dim(self) -> int:
         return len(self.meta["targets"])
 
+    @property
+    def frame(self) -> str:
+        """"world", or "camera": the estimate is in `camera`'s own frame (see the module doc)."""
+        return self.meta.get("frame", "world")
+
     @torch.inference_mode()
     def predict(self, images: np.ndarray) -> np.ndarray:
         batched = images.ndim == 4
@@ -108,6 +132,8 @@ class Localiser:
             digest = hashlib.sha256((path / WEIGHTS).read_bytes() + (path / META).read_bytes()).hexdigest()
         except (ValueError, KeyError, TypeError, RuntimeError, OSError) as exc:
             raise DatasetError(f"perception model {path} is corrupt or from another version: {exc}") from None
+        if meta.get("frame", "world") not in FRAMES:
+            raise DatasetError(f"perception model {path}: frame {meta['frame']!r} is not one of {FRAMES}")
         bad = [k for k, v in weights.items() if not torch.isfinite(v).all()]
         if bad:  # it would put NaN into every observation, and from there into replay
             raise DatasetError(f"perception model {path} has NaN/inf weights in {bad[:5]}: the file is "
@@ -118,14 +144,20 @@ class Localiser:
 
 
 class PerceptionFeatures(gym.ObservationWrapper):
-    """Appends the localiser's prediction (physical units, computed once per frame from
-    `camera`) to `state`, so every learner, replay, export and runtime path reads it as part
-    of the one state vector; drops the camera images unless `keep_images`. The prediction
-    comes from a camera, which hardware has, so the result still runs on `backend="real"`."""
+    """Appends the localiser's prediction (physical units, world frame, computed once per frame
+    from `camera`) to `state`, so every learner, replay, export and runtime path reads it as
+    part of the one state vector; drops the camera images unless `keep_images`. The prediction
+    comes from a camera, which hardware has, so the result still runs on `backend="real"`.
+    A camera-frame localiser's estimate is turned into the world frame at the joints measured
+    in the same observation (`state[:5]`), with the arm's kinematic model (`kinematics`: the
+    task's own, `task.kin`, by default)."""
 
-    def __init__(self, env: gym.Env, localiser: Localiser, keep_images: bool = False):
+    def __init__(self, env: gym.Env, localiser: Localiser, keep_images: bool = False, kinematics=None):
         super().__init__(env)
         cam = localiser.camera
+        self.kin = None
+        if localiser.frame == "camera":
+            self.kin = _camera_kinematics(env, localiser, kinematics)
         space = env.observation_space
         if cam not in space.spaces:
             raise ConfigError(f"perception model reads camera {cam!r}, the env has "
@@ -150,8 +182,29 @@ class PerceptionFeatures(gym.ObservationWrapper):
             raise DatasetError(f"perception model {self.localiser.source or '(in memory)'} gave "
                                f"NaN/inf {pred.tolist()} for a camera frame: its weights are corrupt; "
                                "train it again with `robolearn perception train`")
+        if self.kin is not None:
+            pred = to_world(pred, *self.kin.camera_pose(obs["state"][JOINTS], self.localiser.camera))
         out["state"] = np.concatenate((obs["state"], pred))
         return out
+
+
+def _camera_kinematics(env: gym.Env, localiser: Localiser, kinematics=None):
+    """The kinematics that place a camera-frame localiser's camera, from the env's arm model."""
+    from robolearn.sim.kinematics import ArmKinematics
+
+    name = localiser.source or "(in memory)"
+    if kinematics is None:
+        task = getattr(env.unwrapped, "task", None)
+        task_kin = getattr(task, "kin", None)
+        if not isinstance(task_kin, ArmKinematics):
+            raise ConfigError(f"perception model {name} gives the cube in camera {localiser.camera!r}'s "
+                              "frame, which needs the arm's kinematics; this env has none (an arm env only)")
+        kinematics = ArmKinematics(task_kin.model)   # its own MjData: never disturbs the task's
+    if not kinematics.camera_on_arm(localiser.camera):
+        raise ConfigError(f"perception model {name} was trained in camera {localiser.camera!r}'s frame, but "
+                          f"the arm model has no camera {localiser.camera!r} on a link: use it with "
+                          "the camera it was trained on")
+    return kinematics
 
 
 def find_localiser(env: gym.Env) -> Localiser | None:
@@ -171,6 +224,16 @@ def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localise
     loc = Localiser.load(path)
     if loc.meta.get("env") and loc.meta["env"] != env_id:
         raise ConfigError(f"perception model {path} was trained on {loc.meta['env']}, not {env_id}")
+    cams = kwargs.get("camera")
+    if kwargs.get("backend") == "real" and not isinstance(cams, dict):
+        names = ["front"]        # a real arm's one source (URL, device index) is named front
+    else:
+        names = [cams] if isinstance(cams, str) else list(cams or [])   # a name, a list, {name: source}
+    if cams is not None and loc.camera not in names:
+        why = " (it gives the cube in that camera's frame)" if loc.frame == "camera" else ""
+        raise ConfigError(f"perception model {path} was trained on camera {loc.camera!r}{why}; env_kwargs "
+                          f"camera = {cams!r} lacks it: add {loc.camera!r} (backend='real': "
+                          f"{{{loc.camera} = SOURCE}})")
     kwargs = dict(kwargs)
     if obs == "pixels":
         raise ConfigError("perception appends to the state vector: use obs='state' (or 'both')")
@@ -284,10 +347,14 @@ def _augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, camera: str,
                     epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, seed: int = 0,
-                    holdout: float = 0.15, progress=None,
-                    target_names: list[str] | None = None) -> tuple[Localiser, dict]:
+                    holdout: float = 0.15, progress=None, target_names: list[str] | None = None,
+                    frame: str = "world") -> tuple[Localiser, dict]:
     """Fit a LocaliserNet; returns it frozen and a report with held-out errors (target units).
-    `target_names` default to the env's perception targets (TARGETS)."""
+    `frame`: what the targets are in (recorded in the meta: PerceptionFeatures converts a
+    "camera" model's output to the world); `target_names` default to the env's perception
+    targets (TARGETS), or CAMERA_TARGETS in the camera frame."""
+    if frame not in FRAMES:
+        raise ConfigError(f"frame={frame!r}: one of {', '.join(FRAMES)}")
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     n = len(images)
@@ -321,8 +388,9 @@ def train_localiser(images: np.ndarray, targets: np.ndarray, *, env_id: str, cam
             sched.step()
             if progress is not None:
                 progress(1)
-    meta = {"env": env_id, "camera": camera, "image_shape": list(images.shape[1:]),
-            "targets": list(target_names or TARGETS[env_id][1]), "target_mean": mean.tolist(),
+    names = target_names or (CAMERA_TARGETS if frame == "camera" else TARGETS[env_id][1])
+    meta = {"env": env_id, "camera": camera, "frame": frame, "image_shape": list(images.shape[1:]),
+            "targets": list(names), "target_mean": mean.tolist(),
             "target_std": std.tolist(),
             "filters": 32, "frames": int(n), "epochs": epochs, "train_s": round(time.monotonic() - t0, 1)}
     loc = Localiser(net.eval().requires_grad_(False), meta)

@@ -68,6 +68,15 @@ class ArmKinematics:
         cid = self.model.camera(camera).id
         return self.data.cam_xpos[cid].copy(), self.data.cam_xmat[cid].reshape(3, 3).copy()
 
+    def camera_on_arm(self, camera: str) -> bool:
+        """Whether a camera of the model is mounted on a link (moves with the joints); False for
+        a camera fixed to the world, and for a name the model does not have."""
+        try:
+            cid = self.model.camera(camera).id
+        except KeyError:
+            return False
+        return int(self.model.cam_bodyid[cid]) != 0
+
     def link_points(self, q) -> np.ndarray:
         """(n, 3) world positions of the body origins, geom centres and sites of the links that
         swing (everything past the shoulder's turntable) for joint angles `q`: what a motion's
