@@ -200,10 +200,11 @@ def _camera_kinematics(env: gym.Env, localiser: Localiser, kinematics=None):
             raise ConfigError(f"perception model {name} gives the cube in camera {localiser.camera!r}'s "
                               "frame, which needs the arm's kinematics; this env has none (an arm env only)")
         kinematics = ArmKinematics(task_kin.model)   # its own MjData: never disturbs the task's
-    if not kinematics.camera_on_arm(localiser.camera):
-        raise ConfigError(f"perception model {name} was trained in camera {localiser.camera!r}'s frame, but "
-                          f"the arm model has no camera {localiser.camera!r} on a link: use it with "
-                          "the camera it was trained on")
+    try:
+        kinematics.model.camera(localiser.camera)
+    except KeyError:
+        raise ConfigError(f"perception model {name} gives the cube in camera {localiser.camera!r}'s frame, "
+                          f"which the arm model does not have: use it with the camera it was trained on") from None
     return kinematics
 
 
@@ -216,6 +217,19 @@ def find_localiser(env: gym.Env) -> Localiser | None:
     return None
 
 
+def camera_names(env_kwargs: dict) -> list[str] | None:
+    """The camera names an arm env's `camera` option gives (None: the env's default cameras):
+    a name, a list of names, {name: source}; on backend="real" a single source is `front`."""
+    cams = env_kwargs.get("camera")
+    if cams is None:
+        return None
+    if isinstance(cams, dict):
+        return list(cams)
+    if env_kwargs.get("backend") == "real":
+        return ["front"]         # a real arm's one source (URL, device index) is named front
+    return [cams] if isinstance(cams, str) else list(cams)
+
+
 def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localiser | None]:
     """Take `perception=DIR` out of env kwargs: the env then renders the model's camera."""
     path = kwargs.pop("perception", None)
@@ -225,11 +239,7 @@ def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localise
     if loc.meta.get("env") and loc.meta["env"] != env_id:
         raise ConfigError(f"perception model {path} was trained on {loc.meta['env']}, not {env_id}")
     cams = kwargs.get("camera")
-    if kwargs.get("backend") == "real" and not isinstance(cams, dict):
-        names = ["front"]        # a real arm's one source (URL, device index) is named front
-    else:
-        names = [cams] if isinstance(cams, str) else list(cams or [])   # a name, a list, {name: source}
-    if cams is not None and loc.camera not in names:
+    if cams is not None and loc.camera not in camera_names(kwargs):
         why = " (it gives the cube in that camera's frame)" if loc.frame == "camera" else ""
         raise ConfigError(f"perception model {path} was trained on camera {loc.camera!r}{why}; env_kwargs "
                           f"camera = {cams!r} lacks it: add {loc.camera!r} (backend='real': "

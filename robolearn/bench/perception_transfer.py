@@ -176,9 +176,7 @@ def train_wrist(out: Path, frames: int, epochs: int, seed: int) -> Path:
 
     torch.set_num_threads(2)
     x, y = collect_frames(LIFT, frames, "wrist", seed=seed, in_camera_frame=True)
-    loc, report = train_localiser(x, y, env_id=LIFT, camera="wrist", epochs=epochs, seed=seed,
-                                  target_names=["cube_cam_x", "cube_cam_y", "cube_cam_z"])
-    loc.meta["frame"] = "camera"
+    loc, report = train_localiser(x, y, env_id=LIFT, camera="wrist", epochs=epochs, seed=seed, frame="camera")
     loc.save(out)
     _log(f"wrist localiser (sim, camera frame): {json.dumps(report)}")
     return out

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from robolearn.errors import ConfigError
 
 
@@ -59,16 +61,31 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     perception = kw.pop("perception", None)
     kw.pop("cube_finder", None)                  # made here
     camera = kw.get("camera")
-    from robolearn.policies.perception import Localiser
+    from robolearn.policies.perception import Localiser, camera_names
 
-    cam_name = Localiser.load(perception).camera if perception else "front"
+    loc = Localiser.load(perception) if perception else None
+    # the cube finder and the success classifier look through the fixed front camera (a
+    # homography of the table needs a camera that does not move); the policy's localiser
+    # through its own camera (the wrist's: its frames are kept beside the front's, with the
+    # measured joints that place it)
+    cam_name = "front"
+    names = camera_names(kw)
+    for need, why in ((cam_name, "the reset's cube finder"),
+                      (loc.camera if loc else cam_name, f"the policy localiser {perception}")):
+        if names is not None and need not in names:
+            raise ConfigError(f"camera calibration needs camera {need!r} for {why}; env_kwargs camera = "
+                              f"{camera!r} lacks it: add {need!r} (e.g. camera = ['front', 'wrist'])")
     register_all()
     env = gym.make(cfg.env, obs="both", reward_source=HumanLabelsOnly(), **kw)
     try:
         task = env.unwrapped.task
-        if cam_name not in task.backend.cameras:
-            raise ConfigError(f"camera calibration needs camera {cam_name!r}; the robot has "
-                              f"{sorted(task.backend.cameras)} (env_kwargs camera = {camera!r})")
+        cams = task.backend.cameras
+        extra = None
+        if loc is not None and loc.camera != cam_name:
+            other = cams[loc.camera]
+
+            def extra():  # beside each front frame: the localiser camera's, and the joints that place it
+                return {loc.camera: other.read().image.copy(), "q": np.asarray(task.arm.read().q, np.float32)}
         prompt = env.unwrapped.resets.prompt
 
         def put_cube(xy, why):
@@ -83,7 +100,7 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
 
         pc = PerceptionCalibrationConfig(cycles=cfg.finetune.perception_cycles, seed=cfg.seed)
         frames, stats = collect_robot_frames(
-            task, task.backend.cameras[cam_name], pc, put_cube,
+            task, cams[cam_name], pc, put_cube, extra=extra,
             progress=lambda c, n, m: log(f"camera calibration: cycle {c}/{pc.cycles}, {n} + {m} frames"))
     finally:
         env.close()

@@ -258,8 +258,14 @@ def calibrate_localisers(frames: dict, policy_localiser_dir: str | Path | None, 
                          env_id: str, cfg: PerceptionCalibrationConfig, camera: str = "front",
                          log=print) -> dict:
     """From the robot's frames: fit the cube finder (out/cube_finder, a homography from the
-    look-pose frames) and fine-tune the policy localiser (out/perception), each reported with
-    its error on held-out robot frames (the last cycles)."""
+    look-pose frames of `camera`) and fine-tune the policy localiser (out/perception), each
+    reported with its error on held-out robot frames (the last cycles).
+
+    The frames' `images` are `camera`'s; a localiser of another camera (the wrist) reads the
+    frames kept beside them under its camera's name (`collect_robot_frames(extra=...)`), and a
+    camera-frame localiser's labels are the arm's labels moved into that camera's frame at the
+    joints measured with each frame (`q`): the wrist camera moves with the arm. Its errors are
+    distances, the same in either frame."""
     from robolearn.policies.cube_finder import CubeFinder
     from robolearn.policies.perception import Localiser, collect_frames
 
@@ -281,32 +287,56 @@ def calibrate_localisers(frames: dict, policy_localiser_dir: str | Path | None, 
     if policy_localiser_dir:
         data = frames.get("episode")
         loc = Localiser.load(policy_localiser_dir)
-        shape = tuple(loc.meta["image_shape"])
-        if data is None or tuple(data["images"].shape[1:]) != shape:
-            raise ConfigError(f"{policy_localiser_dir} was trained on {shape} images; the calibration "
-                              "frames do not match")
+        images, labels = localiser_frames(data, loc, camera, policy_localiser_dir)
         val = split(data)
         tr = ~val
         t0 = time.monotonic()
         k = cfg.sim_frames
-        sx, sy = collect_frames(env_id, k + cfg.sim_heldout, camera, seed=cfg.seed + 17)
+        sx, sy = collect_frames(env_id, k + cfg.sim_heldout, loc.camera, seed=cfg.seed + 17,
+                                in_camera_frame=loc.frame == "camera")
         (sx, sy), (vx, vy) = (sx[:k], sy[:k]), (sx[k:], sy[k:])   # the last episodes: held out
-        tuned = adapt_localiser(loc, data["images"][tr], data["labels"][tr], sx, sy, cfg.epochs, cfg.lr,
-                                cfg.seed)
-        rep = {"robot_frames": int(tr.sum()), "heldout_robot_frames": int(val.sum()),
+        tuned = adapt_localiser(loc, images[tr], labels[tr], sx, sy, cfg.epochs, cfg.lr, cfg.seed)
+        rep = {"camera": loc.camera, "frame": loc.frame,
+               "robot_frames": int(tr.sum()), "heldout_robot_frames": int(val.sum()),
                "sim_frames": int(len(sx)),
-               "heldout_robot_error_before_m": mean_error_m(loc, data["images"][val], data["labels"][val]),
-               "heldout_robot_error_after_m": mean_error_m(tuned, data["images"][val], data["labels"][val]),
+               "heldout_robot_error_before_m": mean_error_m(loc, images[val], labels[val]),
+               "heldout_robot_error_after_m": mean_error_m(tuned, images[val], labels[val]),
                "heldout_sim_error_before_m": mean_error_m(loc, vx, vy),
                "heldout_sim_error_after_m": mean_error_m(tuned, vx, vy),
                "train_s": round(time.monotonic() - t0, 1),
-               "labels": "robot frames: the arm's kinematics; sim frames: randomised renders"}
+               "labels": "robot frames: the arm's kinematics" + (
+                   f" (in camera {loc.camera!r}'s frame at the measured joints)" if loc.frame == "camera"
+                   else "") + "; sim frames: randomised renders"}
         tuned.meta["calibrated"] = {"from": str(policy_localiser_dir), **rep}
         tuned.save(out / "perception")
         report["perception"] = rep
-        log(f"camera calibration: policy localiser: held-out robot-frame error "
-            f"{_mm(rep['heldout_robot_error_before_m'])} -> {_mm(rep['heldout_robot_error_after_m'])}")
+        log(f"camera calibration: policy localiser ({loc.camera}, {loc.frame} frame): held-out robot-frame "
+            f"error {_mm(rep['heldout_robot_error_before_m'])} -> {_mm(rep['heldout_robot_error_after_m'])}")
     return report
+
+
+def localiser_frames(data: dict | None, loc, camera: str, name) -> tuple[np.ndarray, np.ndarray]:
+    """(images, labels) of the calibration's episode frames as `loc` reads them: its camera's
+    images, labels in its frame (world, or its camera's at the measured joints `q`)."""
+    key = "images" if loc.camera == camera else loc.camera
+    if data is None or key not in data:
+        raise ConfigError(f"{name} reads camera {loc.camera!r}; the calibration recorded no "
+                          f"{loc.camera!r} frames (give the env camera {loc.camera!r} beside {camera!r})")
+    images, labels = data[key], np.asarray(data["labels"], np.float32)
+    shape = tuple(loc.meta["image_shape"])
+    if tuple(images.shape[1:]) != shape:
+        raise ConfigError(f"{name} was trained on {shape} images; the calibration frames do not match")
+    if loc.frame == "camera":
+        from robolearn.policies.perception import to_camera
+        from robolearn.sim.kinematics import ArmKinematics
+
+        if "q" not in data:
+            raise ConfigError(f"{name} gives the cube in camera {loc.camera!r}'s frame: the calibration "
+                              "frames need the measured joints (q) beside them")
+        kin = ArmKinematics()
+        labels = np.stack([to_camera(p, *kin.camera_pose(q, loc.camera))
+                           for p, q in zip(labels, data["q"])]).astype(np.float32)
+    return images, labels
 
 
 def json_round(d: dict) -> dict:
