@@ -217,3 +217,44 @@ def test_session_camera_calibration_says_which_camera_is_missing(tmp_path):
                                                             "camera": camera, "perception": str(model)})
         with pytest.raises(ConfigError, match=need):
             calibrate_robot_perception(cfg, tmp_path)
+
+
+def test_wrist_launch_file_parses_and_builds_its_learner(tmp_path, capsys, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from robolearn import cli
+    from robolearn.policies.registry import make_agent
+    from robolearn.policies.train_config import load_launch
+
+    launch = Path(__file__).resolve().parents[1] / "launch" / "sim_arm_lift_wrist_perception.toml"
+    cfg = load_launch(launch)
+    assert (cfg.env, cfg.algo, cfg.demos) == (LIFT, "rlpd", "scripted:20")
+    assert cfg.env_kwargs == {"perception": "models/lift-wrist-perception", "camera": "wrist",
+                              "privileged_obs": True}
+    monkeypatch.chdir(tmp_path)       # before the localiser exists: says what to run, writes nothing
+    assert cli.main(["train", str(launch), "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert "robolearn perception train" in capsys.readouterr().err and not (tmp_path / "run").exists()
+    model = _save_localiser(tmp_path / "m")
+    shutil.copytree(model, tmp_path / "models" / "lift-wrist-perception")
+    env = make_env(cfg.env, cfg.obs, env_kwargs=cfg.env_kwargs)
+    try:
+        assert find_localiser(env).frame == "camera"
+        agent = make_agent(cfg.algo, env.observation_space, env.action_space, **{**cfg.agent, "utd": cfg.utd})
+        obs, _ = env.reset(seed=0)
+        a = agent.act(obs, deterministic=True)
+        assert a.shape == env.action_space.shape and np.all(np.isfinite(a))
+    finally:
+        env.close()
+
+
+def test_wrist_finetune_launch_file_loads_with_both_cameras():
+    from robolearn.policies.perception import camera_names
+    from robolearn.runtime.config import load_launch
+
+    cfg = load_launch("launch/finetune_arm_lift_wrist_real.toml")
+    ft = cfg.finetune
+    assert ft.calibrate_arm and ft.calibrate_perception and ft.calibrate_reward
+    assert set(camera_names(cfg.env_kwargs)) == {"front", "wrist"}        # finder + policy localiser
+    assert camera_names(ft.sim_env_kwargs) == ["wrist"]
+    assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
