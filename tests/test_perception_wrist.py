@@ -258,3 +258,22 @@ def test_wrist_finetune_launch_file_loads_with_both_cameras():
     assert set(camera_names(cfg.env_kwargs)) == {"front", "wrist"}        # finder + policy localiser
     assert camera_names(ft.sim_env_kwargs) == ["wrist"]
     assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
+
+
+def test_cli_trains_the_wrist_localiser_in_the_cameras_frame(tmp_path):
+    import json
+
+    from robolearn import cli
+
+    out = tmp_path / "w"
+    assert cli.main(["perception", "train", "--env", LIFT, "--camera", "wrist", "--out", str(out),
+                     "--frames", "100", "--epochs", "1", "--threads", "1"]) == 0
+    meta = json.loads((out / "perception.json").read_text())
+    assert (meta["camera"], meta["frame"], meta["targets"]) == ("wrist", "camera", CAMERA_TARGETS)
+    # camera frame: the cube lies in front of the lens (MuJoCo cameras look along -z), within reach
+    assert meta["target_mean"][2] < 0 and np.linalg.norm(meta["target_mean"]) < 0.4, meta["target_mean"]
+    assert cli.main(["perception", "train", "--env", LIFT, "--camera", "wrist", "--frame", "world",
+                     "--out", str(tmp_path / "ww"), "--frames", "100", "--epochs", "1", "--threads", "1"]) == 0
+    world = json.loads((tmp_path / "ww" / "perception.json").read_text())
+    assert world["frame"] == "world" and world["targets"] == ["cube_x", "cube_y", "cube_z"]
+    assert world["target_mean"][0] > 0.1      # the cube in front of the arm's base, in the world
