@@ -276,7 +276,7 @@ class Actor:
             from robolearn.rewards.human import attach_human_labels
 
             env = attach_human_labels(_make_env(cfg), cfg.actor.intervene or "keyboard")
-        self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
+        self.env = env if env is not None else _intervening(_make_env(cfg), cfg, maybe_intervene)
         if self.acfg.record:  # outermost: sees the applied (possibly human) actions and all info
             from robolearn.data.recording import RecordingWrapper
 
@@ -483,6 +483,29 @@ def _make_env(cfg: LaunchConfig):
 
         env = TruthOracle(env, cfg.finetune.truth_url)
     return env
+
+
+def _intervening(env, cfg: LaunchConfig, maybe_intervene):
+    """The actor's env with its takeover device: the emulated operator for `[finetune] intervene =
+    "operator"` (it sees the emulator's truth, teleop/intervening_operator.py), else
+    `[actor] intervene` (a person's device), else none."""
+    ft = cfg.finetune
+    if ft is None or ft.intervene != "operator":
+        return maybe_intervene(env, cfg.actor.intervene)
+    from robolearn.teleop import make_device
+    from robolearn.teleop.intervention import InterventionWrapper
+
+    try:
+        if not ft.truth_url:
+            raise ConfigError("finetune.intervene = \"operator\" needs the emulator's truth "
+                              "(finetune.truth_url, set by `robolearn finetune` for an emulated robot)")
+        device = make_device("operator", env, mode="intervene", truth_url=ft.truth_url, seed=cfg.seed,
+                             **ft.intervene_options)
+    except BaseException:
+        env.close()  # the robot's port and cameras
+        raise
+    log.info("interventions: %s", device.help())
+    return InterventionWrapper(env, device)
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:
