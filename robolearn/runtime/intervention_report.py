@@ -54,8 +54,9 @@ def intervention_rate_by_block(flags: list[np.ndarray], control_hz: float, block
     return blocks
 
 
-def intervention_report(episodes_dir: str | Path, control_hz: float, block_s: float = BLOCK_S) -> dict:
+def intervention_report(episodes_dir: str | Path, control_hz: float, block_s: float | None = None) -> dict:
     """The report's intervention keys: the rate per block, first and last block, and whether it fell."""
+    block_s = BLOCK_S if block_s is None else block_s
     blocks = intervention_rate_by_block(episode_flags(episodes_dir), control_hz, block_s)
     out = {"intervention_block_s": block_s, "intervention_rate_by_block": blocks,
            "takeovers": int(sum(b["takeovers"] for b in blocks))}
@@ -74,7 +75,10 @@ def plot_intervention_rate(ax, report: dict) -> None:
     right = ax.twinx()
     edges = [b["t_start_s"] / 60.0 for b in blocks] + [blocks[-1]["t_end_s"] / 60.0]
     rates = [b["rate"] for b in blocks]
-    right.stairs(rates, edges, color="tab:red", lw=1.5, label="intervention rate (share of steps driven)")
-    right.set_ylabel("intervention rate", color="tab:red")
+    label = f"intervention rate per {report.get('intervention_block_s', BLOCK_S):g} s (right)"
+    right.stairs(rates, edges, color="tab:red", lw=1.5)
+    right.set_ylabel("intervention rate (share of steps driven)", color="tab:red")
     right.set_ylim(-0.05, 1.05)
-    right.legend(loc="upper right", fontsize=8)
+    ax.plot([], [], color="tab:red", lw=1.5, label=label)   # in the main legend, drawn on top
+    ax.set_zorder(right.get_zorder() + 1)
+    ax.patch.set_visible(False)
