@@ -157,3 +157,56 @@ def test_finetune_operator_keys_are_checked(ft, match):
     with pytest.raises(ConfigError, match="one device"):
         config_from_dict({"env": LIFT, "algo": "rlpd", "actor": {"intervene": "keyboard"},
                           "finetune": {**base, "intervene": "operator", "reality": "mild"}})
+
+
+# --------------------------------------------------------------------- demos on the robot
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("pre") / "lift"
+    subprocess.run([sys.executable, "-m", "robolearn.cli", "train", "--env", LIFT, "--algo", "sac",
+                    "--steps", "100", "--out", str(out), "--eval-episodes", "1", "--no-video"],
+                   check=True, cwd=Path(__file__).resolve().parents[1], capture_output=True, timeout=300)
+    return out
+
+
+def test_robot_demos_are_recorded_by_the_operator_and_join_the_learners_prior_data(robot, tmp_path, pretrained):
+    """`[finetune] robot_demos`: the emulated operator records lifts on the robot through the
+    teleop path (record + its device), robot time counted; the session's learner loads them as
+    RLPD prior data beside `prior_data`, and a resumed session does not record them again."""
+    from robolearn.data.dataset import Dataset
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.learner import Learner
+    from robolearn.teleop.operator import hand_place_cube
+
+    run = tmp_path / "session"
+    cfg = _session_cfg(robot, intervene="", robot_demos=2, prior_data="scripted:1", checkpoint=str(pretrained),
+                       load="none")
+    cfg.out = str(run)
+    cfg.env_kwargs.update(backend="real", port=robot.port, timeout=0.1, control_hz=HZ,
+                          reward_source=NoReward())
+    hand_place_cube(robot.hand_url, xy=(0.22, 0.0))
+    rep = F.record_robot_demos(cfg, run, 2)
+    ds = Dataset(run / F.ROBOT_DEMOS)
+    assert len(ds) == rep["episodes"] == rep["recorded_now"] == 2
+    assert ds.episode(0).meta["success"] and ds.episode(0).meta["label_source"] == "operator"
+    assert rep["steps"] == sum(ds.episode(i).steps for i in range(2))
+    assert rep["robot_time_s"] == pytest.approx(rep["steps"] / HZ, abs=0.05)
+    assert set(np.unique(ds.episode(0).data["device"])) == {"operator"}
+    again = F.record_robot_demos(cfg, run, 2)         # a resumed session: already there
+    assert again["recorded_now"] == 0 and again["episodes"] == 2
+
+    cfg.env_kwargs.pop("reward_source")               # the learner never opens the robot
+    learner = Learner(cfg, run_dir=run)
+    try:
+        info = learner.finetune_info
+        assert info["robot_demo_transitions"] == rep["steps"]
+        assert len(learner.prior) == info["prior_transitions"] > rep["steps"]   # + scripted:1
+        got = learner.prior.transitions()["action"][-rep["steps"]:]
+        want = np.concatenate([ds.episode(i).data["action"] for i in range(2)])
+        np.testing.assert_array_equal(got, want)      # the operator's actions, in order, last in
+    finally:
+        learner.close()
