@@ -208,5 +208,30 @@ def test_robot_demos_are_recorded_by_the_operator_and_join_the_learners_prior_da
         got = learner.prior.transitions()["action"][-rep["steps"]:]
         want = np.concatenate([ds.episode(i).data["action"] for i in range(2)])
         np.testing.assert_array_equal(got, want)      # the operator's actions, in order, last in
+        # the operator's interventions reach the prior buffer, and again after a learner restart
+        from robolearn.runtime import messages as M
+        from robolearn.runtime.learner import ActorRecord
+
+        obs, _ = learner.env.reset(seed=0)
+        rows = []
+        for i in range(6):
+            nxt, *_ = learner.env.step(np.zeros(4, np.float32))
+            rows.append({"obs": obs, "next_obs": nxt, "action": np.full(4, 0.1 * i, np.float32), "reward": 0.0,
+                         "terminated": False, "truncated": i == 5, "intervention": i % 2 == 1, "success": False,
+                         "step": i})
+            obs = nxt
+        before = len(learner.prior)
+        learner._add(ActorRecord("robot0", b"x", 0.0), M.stack_transitions(rows), 6)
+        assert len(learner.prior) == before + 3 and len(learner.replay) == 6
+        learner.save_checkpoint()
     finally:
         learner.close()
+    restarted = Learner(cfg, run_dir=run)
+    try:
+        assert restarted.finetune_info["resumed_at_env_step"] == 6
+        assert restarted.finetune_info["resumed_interventions"] == 3
+        tail = restarted.prior.transitions()
+        assert len(restarted.prior) == before + 3 and tail["intervention"][-3:].all()
+        np.testing.assert_allclose(tail["action"][-3:, 0], [0.1, 0.3, 0.5], rtol=1e-6)
+    finally:
+        restarted.close()

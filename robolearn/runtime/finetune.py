@@ -170,11 +170,14 @@ def prepare_learner(learner) -> dict:
         learner.prior, learner.sampler = add_prior(
             learner.replay, learner.env.observation_space, learner.env.action_space, learner.agent.config,
             prior, len(prior["action"]) + n_demos + learner.replay.capacity, cfg.seed + 1, prior_fraction=0.5)
-        if demos is not None:
-            from robolearn.data.replay import transitions_to_buffer
+        from robolearn.data.replay import transitions_to_buffer
 
+        if demos is not None:
             transitions_to_buffer(demos, learner.prior)
             done["robot_demo_transitions"] = int(n_demos)
+        if "resumed_at_env_step" in done:  # the prior buffer is not checkpointed: the operator's
+            # interventions so far are in the resumed replay, flagged; they join the prior again
+            done["resumed_interventions"] = _interventions_to_prior(learner.replay, learner.prior)
         learner.learning_starts = 0
         done["prior_transitions"] = int(len(prior["action"])) + n_demos
         done["prior_data"] = ft.prior_data
@@ -194,6 +197,18 @@ def load_prior(spec: str, learner) -> dict:
         return collect_rollouts(learner.env, lambda obs: agent.act(obs, deterministic=False), n,
                                 seed=learner.cfg.seed)
     return load_demos(spec, learner.env, seed=learner.cfg.seed)
+
+
+def _interventions_to_prior(replay, prior) -> int:
+    """Copy the flagged intervention transitions of `replay` into `prior`; returns how many."""
+    from robolearn.data.replay import transitions_to_buffer
+
+    t = replay.transitions()
+    keep = np.asarray(t["intervention"], bool)
+    if keep.any():
+        transitions_to_buffer({k: ({o: a[keep] for o, a in v.items()} if isinstance(v, dict) else v[keep])
+                               for k, v in t.items()}, prior)
+    return int(keep.sum())
 
 
 def load_robot_demos(learner) -> dict:
