@@ -423,6 +423,7 @@ class Actor:
             "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
             "loop": ctl.stats.summary(),
             **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),
+            **({"operator": operator_stats(self.env)} if operator_stats(self.env) is not None else {}),
         }
 
     def _periodic_summary(self) -> None:
@@ -469,6 +470,17 @@ def bus_stats(env) -> dict | None:
     bus = getattr(robot, "bus", None)
     stats = getattr(bus, "stats", None)
     return dict(stats) if isinstance(stats, dict) else None
+
+
+def operator_stats(env) -> dict | None:
+    """The intervening device's own counts (takeovers, driven steps, hand-backs by reason) when
+    it keeps them (the emulated operator), else None."""
+    while env is not None:
+        stats = getattr(getattr(env, "device", None), "stats", None)
+        if callable(stats):
+            return stats()
+        env = getattr(env, "env", None)
+    return None
 
 
 def _make_env(cfg: LaunchConfig):

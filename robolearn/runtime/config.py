@@ -268,6 +268,7 @@ def _check_operator(cfg: LaunchConfig) -> None:
 
         check_keys(ft.intervene_options, {f.name for f in dc.fields(InterveneConfig)} - {"truth_url", "seed"},
                    "finetune.intervene_options")
+        InterveneConfig(**ft.intervene_options).check()
     for name, on in (("intervene", bool(ft.intervene)), ("robot_demos", ft.robot_demos > 0)):
         if not on:
             continue

@@ -76,6 +76,18 @@ def _interventions(run_dir: Path, control_hz: float, report: dict) -> dict:
     from robolearn.runtime.intervention_report import intervention_report
 
     out = intervention_report(run_dir / "episodes", control_hz)
+    # the emulated operator's own counts, over every actor process of the session
+    ops = []
+    for p in sorted(run_dir.glob("actor_*.json")):
+        try:
+            ops.append(json.loads(p.read_text()).get("operator"))
+        except (OSError, ValueError):
+            continue
+    ops = [o for o in ops if isinstance(o, dict)]
+    if ops:
+        out["operator"] = {"takeovers": int(sum(o.get("takeovers", 0) for o in ops)),
+                           "driven_steps": int(sum(o.get("driven_steps", 0) for o in ops)),
+                           "handbacks": _sum_counts([o.get("handbacks") for o in ops])}
     demos = report.get("robot_demos") or {}
     out["robot_time_with_demos_s"] = round(report["robot_time_s"] + float(demos.get("robot_time_s", 0.0)), 1)
     return out

@@ -53,6 +53,21 @@ class InterveneConfig:
     max_takeover_s: float = 6.0  # hand back after this long even without a lift
     max_per_episode: int = 1     # takeovers per episode
 
+    def check(self) -> "InterveneConfig":
+        for k in ("patience_s", "progress_m", "max_takeover_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ConfigError(f"intervening operator: {k}={v!r} must be a number > 0")
+        for k in ("reaction_s", "noise"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
+        if isinstance(self.max_per_episode, bool) or not isinstance(self.max_per_episode, int) \
+                or self.max_per_episode < 1:
+            raise ConfigError(f"intervening operator: max_per_episode={self.max_per_episode!r} must be "
+                              "an integer >= 1")
+        return self
+
 
 class InterveningOperator:
     """Device of the emulated intervening operator (module docstring): `engaged` only while
@@ -64,16 +79,7 @@ class InterveningOperator:
     def __init__(self, env, config: InterveneConfig | None = None):
         from robolearn.teleop.operator import OperatorConfig, OperatorDevice
 
-        self.config = cfg = config or InterveneConfig()
-        for k in ("patience_s", "progress_m", "max_takeover_s"):
-            if not getattr(cfg, k) > 0:
-                raise ConfigError(f"intervening operator: {k}={getattr(cfg, k)!r} must be > 0")
-        for k in ("reaction_s", "noise"):
-            if not getattr(cfg, k) >= 0:
-                raise ConfigError(f"intervening operator: {k}={getattr(cfg, k)!r} must be >= 0")
-        if not isinstance(cfg.max_per_episode, int) or cfg.max_per_episode < 1:
-            raise ConfigError(f"intervening operator: max_per_episode={cfg.max_per_episode!r} must be "
-                              "an integer >= 1")
+        self.config = cfg = (config or InterveneConfig()).check()
         self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed))
         hz = float(env.unwrapped.metadata.get("control_hz") or 0)
         if hz <= 0:
