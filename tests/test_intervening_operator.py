@@ -195,6 +195,8 @@ def test_robot_demos_are_recorded_by_the_operator_and_join_the_learners_prior_da
     ds = Dataset(run / F.ROBOT_DEMOS)
     assert len(ds) == rep["episodes"] == rep["recorded_now"] == 2
     assert ds.episode(0).meta["success"] and ds.episode(0).meta["label_source"] == "operator"
+    # held up long enough for the session's reward model to see the lift (no model here)
+    assert ds.episode(0).data["success_mark"].sum() >= F.DEMO_HOLD_FRAMES
     assert rep["steps"] == sum(ds.episode(i).steps for i in range(2))
     assert rep["robot_time_s"] == pytest.approx(rep["steps"] / HZ, abs=0.05)
     assert set(np.unique(ds.episode(0).data["device"])) == {"operator"}

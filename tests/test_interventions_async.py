@@ -87,11 +87,17 @@ def test_intervention_rate_by_block_counts_steps_and_takeovers():
            np.r_[np.ones(5), np.zeros(15)].astype(bool),                 # 20 steps, 5 driven
            np.zeros(20, bool)]                                           # 20 steps, none
     blocks = intervention_rate_by_block(eps, hz, block_s=2.5)           # 25 steps a block
-    assert [b["steps"] for b in blocks] == [25, 25, 10]
-    assert [b["intervention_steps"] for b in blocks] == [15, 0, 0]
-    assert [b["takeovers"] for b in blocks] == [2, 0, 0]               # episode 2 starts driven: one
-    assert [b["rate"] for b in blocks] == [0.6, 0.0, 0.0]
-    assert [(b["t_start_s"], b["t_end_s"]) for b in blocks] == [(0.0, 2.5), (2.5, 5.0), (5.0, 6.0)]
+    assert [b["steps"] for b in blocks] == [25, 35]                    # the 10-step tail joins the last
+    assert [b["intervention_steps"] for b in blocks] == [15, 0]
+    assert [b["takeovers"] for b in blocks] == [2, 0]                  # episode 2 starts driven: one
+    assert [b["rate"] for b in blocks] == [0.6, 0.0]
+    assert [(b["t_start_s"], b["t_end_s"]) for b in blocks] == [(0.0, 2.5), (2.5, 6.0)]
+    blocks = intervention_rate_by_block(eps, hz, block_s=2.0)           # 20 a block: no tail
+    assert [b["rate"] for b in blocks] == [0.5, 0.25, 0.0]
+    blocks = intervention_rate_by_block(eps, hz, block_s=3.5)           # 35 a block: a 25-step tail stays
+    assert [b["steps"] for b in blocks] == [35, 25]
+    assert [b["intervention_steps"] for b in blocks] == [15, 0]
+    assert intervention_rate_by_block(eps[:1], hz, block_s=60.0)[0]["steps"] == 20   # shorter than a block
     assert intervention_rate_by_block([], hz) == []
 
 

@@ -374,6 +374,7 @@ def _reset_log(env):
 
 
 ROBOT_DEMOS = "robot_demos"  # RUN/robot_demos: the emulated operator's demos on the robot
+DEMO_HOLD_FRAMES = 30        # robot demos: frames the cube is held up before the operator ends it
 
 
 def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
@@ -397,8 +398,11 @@ def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
         had = writer.num_episodes
         res = None
         if had < episodes:
+            # the operator holds the cube up for DEMO_HOLD_FRAMES before saying "success": the
+            # session's reward model must get to see the lift (its reward is what the prior data
+            # teaches; in the first session the default 8 frames ended every demo before it fired)
             dev = make_device("operator", env, truth_url=cfg.finetune.truth_url, mode="demo",
-                              seed=cfg.seed + 31)
+                              seed=cfg.seed + 31, success_frames=DEMO_HOLD_FRAMES, fail_hold=DEMO_HOLD_FRAMES)
             res = record(env, dev, writer, episodes - had, seed=writer.next_seed(), rate_hz=0.0,
                          readout=Readout())
         eps = writer.meta["episodes"]

@@ -10,7 +10,6 @@ may cut an episode.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -36,16 +35,20 @@ def episode_flags(root: str | Path) -> list[np.ndarray]:
 
 def intervention_rate_by_block(flags: list[np.ndarray], control_hz: float, block_s: float = BLOCK_S) -> list[dict]:
     """[{t_start_s, t_end_s, steps, intervention_steps, takeovers, rate}] per `block_s` of robot
-    time; the last block is shorter when the session ends inside it. `takeovers` counts the
-    starts of driven stretches (an episode's first step driven counts as one)."""
+    time. A session that ends inside a block: a tail shorter than half a block joins the block
+    before it (a few steps' rate would decide "did it fall"), a longer one is a block of its own.
+    `takeovers` counts the starts of driven stretches (an episode's first step driven counts)."""
     if not flags:
         return []
     steps = np.concatenate(flags)
     starts = np.concatenate([np.diff(np.concatenate([[False], f]).astype(np.int8)) == 1 for f in flags])
     per = max(1, int(round(block_s * control_hz)))
+    bounds = list(range(0, len(steps), per)) + [len(steps)]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] < per / 2:
+        del bounds[-2]
     blocks = []
-    for b in range(math.ceil(len(steps) / per)):
-        s = slice(b * per, min((b + 1) * per, len(steps)))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        s = slice(lo, hi)
         n = s.stop - s.start
         k = int(steps[s].sum())
         blocks.append({"t_start_s": round(s.start / control_hz, 2), "t_end_s": round(s.stop / control_hz, 2),
@@ -76,7 +79,7 @@ def plot_intervention_rate(ax, report: dict) -> None:
     edges = [b["t_start_s"] / 60.0 for b in blocks] + [blocks[-1]["t_end_s"] / 60.0]
     rates = [b["rate"] for b in blocks]
     label = f"intervention rate per {report.get('intervention_block_s', BLOCK_S):g} s (right)"
-    right.stairs(rates, edges, color="tab:red", lw=1.5)
+    right.stairs(rates, edges, baseline=None, color="tab:red", lw=1.5)
     right.set_ylabel("intervention rate (share of steps driven)", color="tab:red")
     right.set_ylim(-0.05, 1.05)
     ax.plot([], [], color="tab:red", lw=1.5, label=label)   # in the main legend, drawn on top
