@@ -230,6 +230,12 @@ def _session(args, cfg, run_dir) -> int:
                                                          "perception_calibration")}), flush=True)
             return 0
 
+        if ft.robot_demos:  # the emulated operator's demos on the robot: RLPD prior data (HIL-SERL)
+            print(f"robot demos: the emulated operator records {ft.robot_demos} lifts on the robot "
+                  f"(teleop path) into {run_dir / F.ROBOT_DEMOS}", flush=True)
+            report_extra["robot_demos"] = F.record_robot_demos(cfg, run_dir, ft.robot_demos)
+            print(f"robot demos: {json.dumps(report_extra['robot_demos'])}", flush=True)
+
         stopping = {"signal": None}
         old = {s: signal.signal(s, lambda signum, frame: stopping.__setitem__("signal", signum))
                for s in (signal.SIGINT, signal.SIGTERM)}
@@ -344,7 +350,8 @@ def _session(args, cfg, run_dir) -> int:
             emulator.stop()
     print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
     print(json.dumps({k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
-                                                 "interventions", "resets", "learner_restarts")}),
+                                                 "interventions", "intervention_rate_by_block", "resets",
+                                                 "learner_restarts")}),
           flush=True)
     if failed:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)

@@ -276,7 +276,7 @@ class Actor:
             from robolearn.rewards.human import attach_human_labels
 
             env = attach_human_labels(_make_env(cfg), cfg.actor.intervene or "keyboard")
-        self.env = env if env is not None else maybe_intervene(_make_env(cfg), cfg.actor.intervene)
+        self.env = env if env is not None else _intervening(_make_env(cfg), cfg, maybe_intervene)
         if env is None:  # [finetune] label_successes: the operator confirms the reward's successes
             from robolearn.runtime.finetune_labels import label_successes
 
@@ -427,6 +427,7 @@ class Actor:
             "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
             "loop": ctl.stats.summary(),
             **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),
+            **({"operator": operator_stats(self.env)} if operator_stats(self.env) is not None else {}),
         }
 
     def _periodic_summary(self) -> None:
@@ -475,6 +476,17 @@ def bus_stats(env) -> dict | None:
     return dict(stats) if isinstance(stats, dict) else None
 
 
+def operator_stats(env) -> dict | None:
+    """The intervening device's own counts (takeovers, driven steps, hand-backs by reason) when
+    it keeps them (the emulated operator), else None."""
+    while env is not None:
+        stats = getattr(getattr(env, "device", None), "stats", None)
+        if callable(stats):
+            return stats()
+        env = getattr(env, "env", None)
+    return None
+
+
 def _make_env(cfg: LaunchConfig):
     from robolearn.policies.env_building import make_env
     from robolearn.rewards.serving import actor_env_kwargs
@@ -487,6 +499,29 @@ def _make_env(cfg: LaunchConfig):
 
         env = TruthOracle(env, cfg.finetune.truth_url)
     return env
+
+
+def _intervening(env, cfg: LaunchConfig, maybe_intervene):
+    """The actor's env with its takeover device: the emulated operator for `[finetune] intervene =
+    "operator"` (it sees the emulator's truth, teleop/intervening_operator.py), else
+    `[actor] intervene` (a person's device), else none."""
+    ft = cfg.finetune
+    if ft is None or ft.intervene != "operator":
+        return maybe_intervene(env, cfg.actor.intervene)
+    from robolearn.teleop import make_device
+    from robolearn.teleop.intervention import InterventionWrapper
+
+    try:
+        if not ft.truth_url:
+            raise ConfigError("finetune.intervene = \"operator\" needs the emulator's truth "
+                              "(finetune.truth_url, set by `robolearn finetune` for an emulated robot)")
+        device = make_device("operator", env, mode="intervene", truth_url=ft.truth_url, seed=cfg.seed,
+                             **ft.intervene_options)
+    except BaseException:
+        env.close()  # the robot's port and cameras
+        raise
+    log.info("interventions: %s", device.help())
+    return InterventionWrapper(env, device)
 
 
 def agent_overrides(cfg: LaunchConfig) -> dict:

@@ -125,6 +125,13 @@ class FinetuneConfig:
     retrain_every_s: float = 0.0     # ... or this often (robot-side seconds) with new labels (0: off)
     retrain_epochs: int = 0          # 0: the classifier's own recipe
     label_timeout_s: float = 5.0     # physical robot: seconds to wait for the operator's key
+    intervene: str = ""              # "operator": the emulated operator takes over a stuck policy
+                                     # (HIL-SERL; emulated robot only; teleop/intervening_operator.py).
+                                     # A person at a physical arm: [actor] intervene = DEVICE
+    intervene_options: dict = field(default_factory=dict)  # InterveneConfig fields: patience_s,
+                                     # progress_m, reaction_s, noise, max_takeover_s, max_per_episode
+    robot_demos: int = 0             # demos the emulated operator records on the robot at the start
+                                     # (teleop path, RUN/robot_demos), RLPD prior data with prior_data
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -245,6 +252,7 @@ class LaunchConfig:
                 raise ConfigError(f"finetune.label_successes={ft.label_successes!r}: true or false")
             if ft.label_successes:
                 _labelling_options(self)
+            _check_operator(self)
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")
@@ -275,6 +283,44 @@ def _labelling_options(cfg: "LaunchConfig") -> None:
         v = getattr(ft, name)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise ConfigError(f"finetune.{name}={v!r}: must be >= 0 seconds")
+def _check_operator(cfg: LaunchConfig) -> None:
+    """[finetune] intervene / robot_demos: the emulated operator needs an emulated lift robot
+    (its eyes are the emulator's truth, its hands drive the scripted lift)."""
+    ft = cfg.finetune
+    _int_at_least(ft, "robot_demos", 0, "finetune.")
+    if ft.intervene not in ("", "operator"):
+        raise ConfigError(f"finetune.intervene={ft.intervene!r}: \"operator\" (the emulated operator) or "
+                          "\"\"; a person at a physical arm takes over with [actor] intervene = DEVICE")
+    if ft.intervene_options and not ft.intervene:
+        raise ConfigError("finetune.intervene_options without finetune.intervene = \"operator\"")
+    if ft.intervene_options:
+        import dataclasses as dc
+
+        from robolearn.configs import check_keys
+        from robolearn.teleop.intervening_operator import InterveneConfig
+
+        check_keys(ft.intervene_options, {f.name for f in dc.fields(InterveneConfig)} - {"truth_url", "seed"},
+                   "finetune.intervene_options")
+        InterveneConfig(**ft.intervene_options).check()
+    for name, on in (("intervene", bool(ft.intervene)), ("robot_demos", ft.robot_demos > 0)):
+        if not on:
+            continue
+        if not (ft.reality or ft.truth_url):
+            raise ConfigError(f"finetune.{name}: the emulated operator sees the emulator's truth; set "
+                              "finetune.reality (an emulated robot); at a physical arm a person "
+                              "takes over with [actor] intervene = DEVICE and records demos with "
+                              "`robolearn finetune LAUNCH --record DIR`")
+        if "ArmLift" not in cfg.env:
+            raise ConfigError(f"finetune.{name}: the emulated operator drives the lift (ArmLift); "
+                              f"{cfg.env} has no operator")
+    if ft.intervene and cfg.actor.intervene:
+        raise ConfigError("finetune.intervene and actor.intervene both set: one device takes over")
+    if ft.robot_demos:
+        if ft.warm_start != "rlpd":
+            raise ConfigError("finetune.robot_demos are RLPD prior data: set warm_start = \"rlpd\"")
+        if cfg.reward and cfg.reward.get("where") == "learner":
+            raise ConfigError("finetune.robot_demos need rewards as they are recorded: [reward] "
+                              "where = \"env\" (the learner labels only streamed transitions)")
 
 
 def _int_at_least(obj, name: str, low: int, prefix: str = "") -> None:
@@ -293,7 +339,7 @@ def _build(cls, data: Any, where: str):
                       ("finetune", FinetuneConfig), ("cluster", ClusterConfig)):
         if name in known and name in kwargs:
             kwargs[name] = _build(sub, kwargs[name], f"{where} [{name}]")
-    for name in ("env_kwargs", "agent", "reality_gap", "reward", "sim_env_kwargs"):
+    for name in ("env_kwargs", "agent", "reality_gap", "reward", "sim_env_kwargs", "intervene_options"):
         if name in kwargs and not isinstance(kwargs[name], dict):
             raise ConfigError(f"{where}: {name} must be a table")
     return cls(**kwargs)

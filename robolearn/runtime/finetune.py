@@ -165,11 +165,21 @@ def prepare_learner(learner) -> dict:
         done["warmup_steps"] = learner.learning_starts
     elif ft.warm_start == "rlpd":
         prior = load_prior(ft.prior_data, learner)
+        demos = load_robot_demos(learner) if ft.robot_demos else None
+        n_demos = len(demos["action"]) if demos is not None else 0
         learner.prior, learner.sampler = add_prior(
             learner.replay, learner.env.observation_space, learner.env.action_space, learner.agent.config,
-            prior, len(prior["action"]) + learner.replay.capacity, cfg.seed + 1, prior_fraction=0.5)
+            prior, len(prior["action"]) + n_demos + learner.replay.capacity, cfg.seed + 1, prior_fraction=0.5)
+        from robolearn.data.replay import transitions_to_buffer
+
+        if demos is not None:
+            transitions_to_buffer(demos, learner.prior)
+            done["robot_demo_transitions"] = int(n_demos)
+        if "resumed_at_env_step" in done:  # the prior buffer is not checkpointed: the operator's
+            # interventions so far are in the resumed replay, flagged; they join the prior again
+            done["resumed_interventions"] = _interventions_to_prior(learner.replay, learner.prior)
         learner.learning_starts = 0
-        done["prior_transitions"] = int(len(prior["action"]))
+        done["prior_transitions"] = int(len(prior["action"])) + n_demos
         done["prior_data"] = ft.prior_data
     else:
         learner.learning_starts = 0
@@ -187,6 +197,29 @@ def load_prior(spec: str, learner) -> dict:
         return collect_rollouts(learner.env, lambda obs: agent.act(obs, deterministic=False), n,
                                 seed=learner.cfg.seed)
     return load_demos(spec, learner.env, seed=learner.cfg.seed)
+
+
+def _interventions_to_prior(replay, prior) -> int:
+    """Copy the flagged intervention transitions of `replay` into `prior`; returns how many."""
+    from robolearn.data.replay import transitions_to_buffer
+
+    t = replay.transitions()
+    keep = np.asarray(t["intervention"], bool)
+    if keep.any():
+        transitions_to_buffer({k: ({o: a[keep] for o, a in v.items()} if isinstance(v, dict) else v[keep])
+                               for k, v in t.items()}, prior)
+    return int(keep.sum())
+
+
+def load_robot_demos(learner) -> dict:
+    """The demos the session recorded on the robot (RUN/robot_demos, `record_robot_demos`)."""
+    from robolearn.policies.demos import load_demos
+
+    path = learner.dir / ROBOT_DEMOS
+    if not (path / "meta.json").is_file():
+        raise DatasetError(f"finetune.robot_demos: {path} holds no dataset; `robolearn finetune` records "
+                           "it before starting the learner")
+    return load_demos(str(path), learner.env, seed=learner.cfg.seed)
 
 
 # ------------------------------------------------------------------------- on the robot
@@ -320,6 +353,71 @@ def start_emulator(cfg, log_path: Path) -> EmulatedRobotSession:
     return EmulatedRobotSession(cfg, log_path)
 
 
+def _reset_log(env):
+    """`env` keeping its resets' statistics (`.stats`) for a recording's summary."""
+    import gymnasium as gym
+
+    from robolearn.reset_report import ResetStats
+
+    class ResetLog(gym.Wrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.stats = ResetStats()
+
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            if isinstance(info.get("reset"), dict):
+                self.stats.add(info["reset"])
+            return obs, info
+
+    return ResetLog(env)
+
+
+ROBOT_DEMOS = "robot_demos"  # RUN/robot_demos: the emulated operator's demos on the robot
+DEMO_HOLD_FRAMES = 30        # robot demos: frames the cube is held up before the operator ends it
+
+
+def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
+    """Demonstrations on the robot for RLPD's prior data (HIL-SERL records 10-20): the emulated
+    operator drives the lift through the teleop path (`record` + `OperatorDevice`, as `robolearn
+    record --device operator`) on the robot env exactly as the actor makes it, so the steps
+    carry the session's own reward model and observations. Appends until the dataset holds
+    `episodes` (a resumed session does not record them again). Robot time is counted."""
+    from robolearn.data.dataset_writer import DatasetWriter
+    from robolearn.teleop import make_device
+    from robolearn.teleop.recorder import record
+    from robolearn.teleop.session import Readout
+
+    out = Path(run_dir) / ROBOT_DEMOS
+    env = _reset_log(make_robot_env(cfg))
+    dev = writer = None
+    try:
+        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
+                               action_space=env.action_space, obs_mode=cfg.obs)
+        had = writer.num_episodes
+        res = None
+        if had < episodes:
+            # the operator holds the cube up for DEMO_HOLD_FRAMES before saying "success": the
+            # session's reward model must get to see the lift (its reward is what the prior data
+            # teaches; in the first session the default 8 frames ended every demo before it fired)
+            dev = make_device("operator", env, truth_url=cfg.finetune.truth_url, mode="demo",
+                              seed=cfg.seed + 31, success_frames=DEMO_HOLD_FRAMES, fail_hold=DEMO_HOLD_FRAMES)
+            res = record(env, dev, writer, episodes - had, seed=writer.next_seed(), rate_hz=0.0,
+                         readout=Readout())
+        eps = writer.meta["episodes"]
+        steps = int(sum(e.get("steps", 0) for e in eps))
+        return {"dataset": str(out), "episodes": len(eps), "recorded_now": len(res.saved) if res else 0,
+                "successes": int(sum(bool(e.get("success")) for e in eps)), "steps": steps,
+                "robot_time_s": round(steps / hz, 1), "resets": env.stats.as_dict()}
+    finally:
+        if dev is not None:
+            dev.close()
+        if writer is not None:
+            writer.close()
+        env.close()
+
+
 def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_config: dict,
                     seed: int | None = None) -> dict:
     """Record `episodes` teleoperated episodes on the session's robot into dataset `out`, with
@@ -332,21 +430,8 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
     from robolearn.teleop.recorder import HumanLabelsOnly, record
     from robolearn.teleop.session import Readout
 
-    import gymnasium as gym
-
-    from robolearn.reset_report import ResetStats
-
-    class ResetLog(gym.Wrapper):  # the resets' statistics for the summary
-        stats = ResetStats()
-
-        def reset(self, **kw):
-            obs, info = self.env.reset(**kw)
-            if isinstance(info.get("reset"), dict):
-                self.stats.add(info["reset"])
-            return obs, info
-
     kwargs = {**cfg.env_kwargs, "reward_source": HumanLabelsOnly()}
-    env = ResetLog(make_env(cfg.env, "both", None, cfg.max_episode_steps, kwargs, {}, cfg.sim_params))
+    env = _reset_log(make_env(cfg.env, "both", None, cfg.max_episode_steps, kwargs, {}, cfg.sim_params))
     dev = writer = None
     try:
         hz = float(env.unwrapped.metadata.get("control_hz", 10.0))

@@ -58,6 +58,7 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     from robolearn.runtime.finetune_labels import label_report
 
     report.update(label_report(run_dir, control_hz))  # operator labels (finetune.label_successes)
+    report.update(_interventions(run_dir, control_hz, report))
     # every human prompt of the session: training episodes, zero-shot and final evaluations
     evals = [report.get(k) or {} for k in ("zero_shot", "final")]
     report["human_prompts_total"] = report["human_prompts"] + int(
@@ -70,6 +71,29 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     except Exception as exc:  # a plot must never cost the JSON
         log.warning("session_report.png not written: %s", exc)
     return report
+
+
+def _interventions(run_dir: Path, control_hz: float, report: dict) -> dict:
+    """The intervention rate per block of robot time (runtime/intervention_report.py), and the
+    robot time with the operator's demos recorded before the learner started."""
+    from robolearn.runtime.intervention_report import intervention_report
+
+    out = intervention_report(run_dir / "episodes", control_hz)
+    # the emulated operator's own counts, over every actor process of the session
+    ops = []
+    for p in sorted(run_dir.glob("actor_*.json")):
+        try:
+            ops.append(json.loads(p.read_text()).get("operator"))
+        except (OSError, ValueError):
+            continue
+    ops = [o for o in ops if isinstance(o, dict)]
+    if ops:
+        out["operator"] = {"takeovers": int(sum(o.get("takeovers", 0) for o in ops)),
+                           "driven_steps": int(sum(o.get("driven_steps", 0) for o in ops)),
+                           "handbacks": _sum_counts([o.get("handbacks") for o in ops])}
+    demos = report.get("robot_demos") or {}
+    out["robot_time_with_demos_s"] = round(report["robot_time_s"] + float(demos.get("robot_time_s", 0.0)), 1)
+    return out
 
 
 def _sum_counts(dicts: list) -> dict | None:
@@ -136,6 +160,9 @@ def _plot(report: dict, path: Path) -> None:
         v = ev.get("success_rate") if v is None else v
         if v is not None:
             ax.axhline(v, ls=style, color="grey", label=f"{key.replace('_', '-')} eval: {v:.2f}")
+    from robolearn.runtime.intervention_report import plot_intervention_rate
+
+    plot_intervention_rate(ax, report)
     ax.set_xlabel("robot time (min)")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.05, 1.05)

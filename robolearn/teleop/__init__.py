@@ -40,6 +40,10 @@ def make_device(name: str, env, **config) -> Device:
         from robolearn.teleop.leader import LeaderArmConfig, LeaderArmDevice
         return LeaderArmDevice(env, _config(LeaderArmConfig, config, name))
     if name == "operator":  # the emulated person at an emulated robot (teleop/operator.py)
+        if config.get("mode") == "intervene":  # ... who takes over a stuck policy (HIL-SERL)
+            from robolearn.teleop.intervening_operator import InterveneConfig, InterveningOperator
+            config = {k: v for k, v in config.items() if k != "mode"}
+            return InterveningOperator(env, _config(InterveneConfig, config, "operator (mode intervene)"))
         from robolearn.teleop.operator import OperatorConfig, OperatorDevice
         return OperatorDevice(env, _config(OperatorConfig, config, name))
     raise ConfigError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")

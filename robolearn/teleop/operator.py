@@ -124,7 +124,8 @@ class OperatorDevice:
 
         self.config = cfg = config or OperatorConfig()
         if cfg.mode not in MODES:
-            raise ConfigError(f"operator mode={cfg.mode!r}: choose one of {', '.join(MODES)}")
+            raise ConfigError(f"operator mode={cfg.mode!r}: choose one of {', '.join(MODES)} (or intervene: "
+                              "the operator who takes over a stuck policy, teleop/intervening_operator.py)")
         if not cfg.truth_url:
             raise ConfigError("the operator device needs truth_url: the emulator's /truth.json "
                               "(`robolearn emulate` prints it); a person at a physical arm uses "
@@ -138,6 +139,9 @@ class OperatorDevice:
         self.episodes = 0
         self._ctrl = LiftController(task, env)
         self.style = "demo"
+        # how near the commanded target must be to the goal to count as there: exact for clean
+        # hands; a noisy hand (the intervening operator) never lands exactly, so it widens this
+        self.cmd_tol = 1e-6
 
     # what the person sees
     def _truth(self) -> dict:
@@ -167,10 +171,13 @@ class OperatorDevice:
         self.marks, self.held = 0, 0
 
     def read(self, obs=None) -> DeviceCommand:
+        return self.drive(self._truth())
+
+    def drive(self, truth: dict) -> DeviceCommand:
+        """One step of the person's hands, given what they see now (`truth`, /truth.json)."""
         from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
         from robolearn.tasks.arm_scripted import CLOSED, OPEN
 
-        truth = self._truth()
         cube = np.asarray(truth["bodies"]["cube"][:3])
         ee = np.asarray(truth["sites"]["ee"])
         c = self._ctrl
@@ -217,7 +224,7 @@ class OperatorDevice:
         from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
 
         goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
-        return (float(np.abs(self.task.ee_cmd - goal).max()) < 1e-6
+        return (float(np.abs(self.task.ee_cmd - goal).max()) < self.cmd_tol
                 and float(np.linalg.norm(ee_true - goal)) < tol)
 
     def help(self) -> str:

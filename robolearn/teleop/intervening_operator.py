@@ -1,0 +1,176 @@
+"""The emulated operator who intervenes (HIL-SERL): watches the policy, takes over when it is stuck.
+
+Why: HIL-SERL fine-tunes on a robot with a person at a teleop device who takes over when the
+policy is stuck and hands back once past the trouble; the steps the person drives are
+flagged `intervention` and join the prior (RLPD) buffer and the critic's replay. On the
+emulated robot that person is emulated here, with a person's senses, hands and rule:
+
+- **eyes**: the emulator's /truth.json, read each control step as a person at the table sees
+  the cube and the gripper (nothing of it reaches a policy, a reward or a learner: the only
+  trace is which steps were driven and the actions applied);
+- **rule** (what a person watching does): *progress* is the gripper `progress_m` (1 cm) nearer
+  the cube than at the last progress, or the cube `progress_m` higher. With no progress for
+  `patience_s` (2 s) of robot time and the cube not lifted, the operator decides to take over;
+  at most `max_per_episode` (1) takeovers an episode (a person does not wrestle a policy all
+  episode long). There is no "leaving the workspace" rule: the arm's action mapping clips the
+  commanded gripper to the workspace box, so the arm cannot leave it.
+- **reaction delay**: the hands reach the device `reaction_s` (0.3 s, rounded up to control
+  steps) after the decision; the policy drives meanwhile. Letting go also comes `reaction_s`
+  after the person sees the cube lifted.
+- **hands**: the same device interface as a SpaceMouse: `OperatorDevice` drives the scripted
+  lift from where the arm is (above the cube, descend, close, lift), plus Gaussian hand noise
+  of std `noise` (0.05 action units = 1.25 mm per step) on the three translation dims; the
+  gripper is a button (no noise). The operator hands back when the cube is lifted, or after
+  `max_takeover_s` (6 s) without a lift (the person gives up and lets the policy try).
+  The demo device's labels ("mark", "success") are dropped: an intervention never labels an
+  outcome, or truth would leak into the reward.
+
+On a physical arm the person does the same with a SpaceMouse, a gamepad or a leader arm
+(`[actor] intervene = "spacemouse"`, docs/finetune.md).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from robolearn.errors import ConfigError
+from robolearn.teleop.base import DeviceCommand, action_dim, clip_action
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InterveneConfig:
+    truth_url: str = ""          # the emulator's /truth.json: what the person at the table sees
+    seed: int = 0
+    patience_s: float = 2.0      # robot seconds without progress before the person decides
+    progress_m: float = 0.01     # progress: gripper this much nearer the cube, or the cube this much higher
+    reaction_s: float = 0.3      # decision -> hands on the device; lift seen -> hands off
+    noise: float = 0.05          # std of the hand's noise on the translation dims (action units)
+    max_takeover_s: float = 6.0  # hand back after this long even without a lift
+    max_per_episode: int = 1     # takeovers per episode
+
+    def check(self) -> "InterveneConfig":
+        for k in ("patience_s", "progress_m", "max_takeover_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ConfigError(f"intervening operator: {k}={v!r} must be a number > 0")
+        for k in ("reaction_s", "noise"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
+        if isinstance(self.max_per_episode, bool) or not isinstance(self.max_per_episode, int) \
+                or self.max_per_episode < 1:
+            raise ConfigError(f"intervening operator: max_per_episode={self.max_per_episode!r} must be "
+                              "an integer >= 1")
+        return self
+
+
+class InterveningOperator:
+    """Device of the emulated intervening operator (module docstring): `engaged` only while
+    the person has taken over."""
+
+    name = "operator"
+    wait_for_operator = False
+
+    def __init__(self, env, config: InterveneConfig | None = None):
+        from robolearn.teleop.operator import OperatorConfig, OperatorDevice
+
+        self.config = cfg = (config or InterveneConfig()).check()
+        self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed))
+        hz = float(env.unwrapped.metadata.get("control_hz") or 0)
+        if hz <= 0:
+            raise ConfigError("the intervening operator counts robot time in control steps: the env "
+                              "declares no control_hz")
+        from robolearn.sim.arm_workspace import EE_STEP
+
+        self.hz = hz
+        self.dim = action_dim(env)
+        self.patience_steps = max(1, math.ceil(cfg.patience_s * hz - 1e-9))
+        self.reaction_steps = math.ceil(cfg.reaction_s * hz - 1e-9)
+        self.max_takeover_steps = max(1, math.ceil(cfg.max_takeover_s * hz - 1e-9))
+        # a noisy hand never puts the commanded target exactly on a waypoint
+        self.hands.cmd_tol = max(1e-6, 4.0 * cfg.noise * EE_STEP)
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.takeovers = 0           # over the device's life
+        self.driven_steps = 0
+        self.handbacks = {"lifted": 0, "gave_up": 0}
+        self.reset()
+
+    def reset(self) -> None:
+        self.state = "watching"      # watching -> reacting -> driving -> (handing back) -> watching
+        self.step = 0
+        self.episode_takeovers = 0
+        self._ref = None             # (distance gripper-cube, cube height) at the last progress
+        self._last_progress = 0
+        self._until = None           # step at which the reaction ends (take over / let go)
+        self._since = 0              # step the takeover began
+        self._why = ""               # why the operator hands back: lifted | gave_up
+
+    def _seen(self, truth: dict) -> tuple[float, float]:
+        from robolearn.sim.arm_workspace import CUBE_HALF
+
+        cube = np.asarray(truth["bodies"]["cube"][:3], float)
+        ee = np.asarray(truth["sites"]["ee"], float)
+        return float(np.linalg.norm(ee - cube)), float(cube[2] - CUBE_HALF)
+
+    def read(self, obs=None) -> DeviceCommand:
+        from robolearn.sim.arm_workspace import LIFT_HEIGHT
+
+        cfg = self.config
+        truth = self.hands._truth()
+        self.step += 1
+        dist, height = self._seen(truth)
+        lifted = height >= LIFT_HEIGHT
+        if self._ref is None:
+            self._ref, self._last_progress = (dist, height), self.step
+        if self.state == "watching":
+            if dist < self._ref[0] - cfg.progress_m or height > self._ref[1] + cfg.progress_m:
+                self._ref, self._last_progress = (dist, height), self.step
+            elif (not lifted and self.episode_takeovers < cfg.max_per_episode
+                  and self.step - self._last_progress >= self.patience_steps):
+                self.state, self._until = "reacting", self.step + self.reaction_steps
+                log.info("operator: no progress for %.1f s (gripper %.3f m from the cube, cube %.3f m up): "
+                         "taking over in %.1f s", (self.step - self._last_progress) / self.hz, dist, height,
+                         self.reaction_steps / self.hz)
+        if self.state == "reacting" and lifted:    # the policy lifted it meanwhile: hands stay off
+            self.state, self._until = "watching", None
+            self._ref, self._last_progress = (dist, height), self.step
+        if self.state == "reacting" and self.step >= self._until:
+            self.state, self._since, self._until = "driving", self.step, None
+            self.episode_takeovers += 1
+            self.takeovers += 1
+            self.hands.reset()           # plan the lift from where the arm is now
+        if self.state == "driving" and self._until is None:
+            if lifted:
+                self._until, self._why = self.step + self.reaction_steps, "lifted"
+            elif self.step - self._since >= self.max_takeover_steps:
+                self._until, self._why = self.step, "gave_up"
+        if self.state == "driving" and self._until is not None and self.step >= self._until:
+            self.state, self._until = "watching", None
+            self.handbacks[self._why] += 1
+            self._ref, self._last_progress = (dist, height), self.step
+            log.info("operator: hands back after %.1f s (%s)", (self.step - self._since) / self.hz, self._why)
+        if self.state != "driving":
+            return DeviceCommand(np.zeros(self.dim, np.float32), False, set())
+        self.driven_steps += 1
+        a = np.asarray(self.hands.drive(truth).action, np.float64)   # its labels are dropped
+        if cfg.noise > 0:
+            a[:3] += self.rng.normal(0.0, cfg.noise, size=3)
+        return DeviceCommand(clip_action(a, self.dim), True, set())
+
+    def stats(self) -> dict:
+        return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
+                "handbacks": dict(self.handbacks)}
+
+    def help(self) -> str:
+        c = self.config
+        return (f"operator (emulated person, sees {c.truth_url}): takes over after {c.patience_s:g} s without "
+                f"progress (reaction {c.reaction_s:g} s, hand noise {c.noise:g}), hands back after the lift "
+                f"or {c.max_takeover_s:g} s, at most {c.max_per_episode} takeover(s) an episode")
+
+    def close(self) -> None:
+        self.hands.close()

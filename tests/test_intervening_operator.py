@@ -1,0 +1,248 @@
+"""The emulated intervening operator (HIL-SERL) on the emulated arm: it takes over a stuck policy
+after its patience plus its reaction delay, lifts the cube through the device interface with a
+noisy hand, hands back, keeps to its cap, and leaves a policy that makes progress alone.
+The robot is the arm emulator over a pseudo-terminal with its /truth.json (no mocks)."""
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import robolearn  # noqa: F401  (registers the envs)
+from robolearn.errors import ConfigError
+from robolearn.runtime.config import config_from_dict
+from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
+
+LIFT = "robolearn/ArmLift-v0"
+HZ = 20
+
+
+class NoReward:
+    def reset(self):
+        pass
+
+    def __call__(self, obs, info):
+        return 0.0, False
+
+
+@pytest.fixture(scope="module")
+def robot():
+    from robolearn.drivers.emulation import start_emulator
+
+    with start_emulator("arm", reality=None) as r:
+        yield r
+
+
+def _cube(robot):
+    from robolearn.drivers.truth import fetch_truth
+
+    return np.asarray(fetch_truth(robot.truth_url)["bodies"]["cube"][:3])
+
+
+def _session_cfg(robot, **ft):
+    return config_from_dict({"env": LIFT, "algo": "rlpd", "finetune": {
+        "checkpoint": "unused", "warm_start": "rlpd", "prior_data": "sim:1", "intervene": "operator",
+        "truth_url": robot.truth_url, **ft}})
+
+
+def _actor_env(robot, cfg):
+    """The robot env with the takeover device exactly as the actor wraps it."""
+    from robolearn.runtime.actor import _intervening
+    from robolearn.teleop.intervention import maybe_intervene
+
+    env = gym.make(LIFT, backend="real", port=robot.port, timeout=0.1, control_hz=HZ,
+                   reward_source=NoReward(), max_episode_steps=160)
+    return _intervening(env, cfg, maybe_intervene)
+
+
+def _episode(robot, env, policy, steps: int):
+    from robolearn.teleop.operator import hand_place_cube
+
+    obs, _ = env.reset(seed=0)
+    hand_place_cube(robot.hand_url, xy=(0.22, 0.0))   # a cube where the arm can reach it
+    flags, applied, lifted = [], [], []
+    for _ in range(steps):
+        obs, _, term, trunc, info = env.step(policy(obs))
+        flags.append(info["intervention"])
+        applied.append(info["intervention_action"])
+        lifted.append(_cube(robot)[2] - CUBE_HALF >= LIFT_HEIGHT)
+        if term or trunc:
+            break
+    return np.array(flags), np.array(applied), np.array(lifted)
+
+
+def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_hands_back(robot):
+    from robolearn.teleop.intervening_operator import InterveningOperator
+    from robolearn.teleop.intervention import InterventionWrapper
+
+    opts = {"patience_s": 0.5, "reaction_s": 0.3, "noise": 0.05, "max_takeover_s": 5.0}
+    env = _actor_env(robot, _session_cfg(robot, intervene_options=opts))
+    try:
+        assert isinstance(env, InterventionWrapper) and isinstance(env.device, InterveningOperator)
+        still = np.array([0, 0, 0, 1], np.float32)          # a policy stuck at home
+        flags, applied, lifted = _episode(robot, env, lambda obs: still, steps=140)
+        patience, reaction = math.ceil(0.5 * HZ), math.ceil(0.3 * HZ)
+        first = int(np.argmax(flags))
+        assert flags.any() and first == patience + reaction   # decided at 1 + patience, hands on after the delay
+        assert not flags[:first].any()
+        driven = np.flatnonzero(flags)
+        assert np.all(np.diff(driven) == 1)                   # one takeover: the cap is 1 an episode
+        assert lifted.any(), "the operator did not lift the cube"
+        up = int(np.argmax(lifted))
+        # lets go `reaction` steps after seeing the lift (the operator looks before a step, this
+        # test after it, while the emulator's physics runs on: one step either way)
+        assert up + reaction - 1 <= driven[-1] <= up + reaction
+        assert not flags[driven[-1] + 1:].any()               # handed back, and no second takeover
+        # the policy's action is replaced only while driving
+        np.testing.assert_array_equal(applied[~flags], np.tile(still, ((~flags).sum(), 1)))
+        # the hand's noise: the 6 closing steps ask for no motion, so their x/y/z is noise alone
+        grip = applied[flags, 3]
+        closing = applied[flags][np.flatnonzero(grip < 0)[:6], :3]
+        assert np.all(np.abs(closing) < 0.25) and np.std(closing) > 0.01
+        assert set(np.unique(grip)) <= {-1.0, 1.0}            # the gripper is a button: no noise
+        assert env.device.stats() == {"takeovers": 1, "driven_steps": len(driven),
+                                      "handbacks": {"lifted": 1, "gave_up": 0}}
+    finally:
+        env.close()
+
+
+def test_operator_leaves_a_policy_that_makes_progress_alone(robot):
+    """A competent policy (the scripted lift, seeing the table as the operator does) never
+    stalls for the patience: no takeover, and the cube is lifted by the policy."""
+    from robolearn.teleop import make_device
+
+    env = _actor_env(robot, _session_cfg(robot, intervene_options={"patience_s": 0.5}))
+    try:
+        policy_hands = make_device("operator", env, truth_url=robot.truth_url, mode="demo")
+        policy_hands.reset()
+        flags, _, lifted = _episode(robot, env, lambda obs: policy_hands.read(obs).action, steps=90)
+        assert lifted.any() and not flags.any()
+        assert env.device.stats()["takeovers"] == 0
+    finally:
+        env.close()
+
+
+def test_intervening_operator_options_are_checked(robot):
+    from robolearn.teleop import make_device
+
+    env = gym.make(LIFT)
+    try:
+        with pytest.raises(ConfigError, match="patience_s=0"):
+            make_device("operator", env, mode="intervene", truth_url=robot.truth_url, patience_s=0)
+        with pytest.raises(ConfigError, match="max_per_episode"):
+            make_device("operator", env, mode="intervene", truth_url=robot.truth_url, max_per_episode=0)
+        with pytest.raises(ConfigError, match="no option"):
+            make_device("operator", env, mode="intervene", truth_url=robot.truth_url, patience=3)
+        with pytest.raises(ConfigError, match="truth_url"):
+            make_device("operator", env, mode="intervene")
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("ft, match", [
+    ({"intervene": "keyboard"}, "actor\\] intervene"),
+    ({"intervene": "operator"}, "finetune.reality"),
+    ({"intervene": "operator", "reality": "mild", "intervene_options": {"patiense_s": 1}}, "patience_s"),
+    ({"intervene_options": {"noise": 0.1}, "reality": "mild"}, "without finetune.intervene"),
+    ({"robot_demos": 10, "reality": "mild", "warm_start": "wsrl"}, "warm_start = \"rlpd\""),
+    ({"robot_demos": -1, "reality": "mild"}, "robot_demos=-1"),
+])
+def test_finetune_operator_keys_are_checked(ft, match):
+    base = {"checkpoint": "unused", "warm_start": "rlpd", "prior_data": "sim:1"}
+    with pytest.raises(ConfigError, match=match):
+        config_from_dict({"env": LIFT, "algo": "rlpd", "finetune": {**base, **ft}})
+    with pytest.raises(ConfigError, match="ArmLift"):
+        config_from_dict({"env": "robolearn/ArmReach-v0", "algo": "rlpd",
+                          "finetune": {**base, "intervene": "operator", "reality": "mild"}})
+    with pytest.raises(ConfigError, match="one device"):
+        config_from_dict({"env": LIFT, "algo": "rlpd", "actor": {"intervene": "keyboard"},
+                          "finetune": {**base, "intervene": "operator", "reality": "mild"}})
+
+
+# --------------------------------------------------------------------- demos on the robot
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("pre") / "lift"
+    subprocess.run([sys.executable, "-m", "robolearn.cli", "train", "--env", LIFT, "--algo", "sac",
+                    "--steps", "100", "--out", str(out), "--eval-episodes", "1", "--no-video"],
+                   check=True, cwd=Path(__file__).resolve().parents[1], capture_output=True, timeout=300)
+    return out
+
+
+def test_robot_demos_are_recorded_by_the_operator_and_join_the_learners_prior_data(robot, tmp_path, pretrained):
+    """`[finetune] robot_demos`: the emulated operator records lifts on the robot through the
+    teleop path (record + its device), robot time counted; the session's learner loads them as
+    RLPD prior data beside `prior_data`, and a resumed session does not record them again."""
+    from robolearn.data.dataset import Dataset
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.learner import Learner
+    from robolearn.teleop.operator import hand_place_cube
+
+    run = tmp_path / "session"
+    cfg = _session_cfg(robot, intervene="", robot_demos=2, prior_data="scripted:1", checkpoint=str(pretrained),
+                       load="none")
+    cfg.out = str(run)
+    cfg.env_kwargs.update(backend="real", port=robot.port, timeout=0.1, control_hz=HZ,
+                          reward_source=NoReward())
+    hand_place_cube(robot.hand_url, xy=(0.22, 0.0))
+    rep = F.record_robot_demos(cfg, run, 2)
+    ds = Dataset(run / F.ROBOT_DEMOS)
+    assert len(ds) == rep["episodes"] == rep["recorded_now"] == 2
+    assert ds.episode(0).meta["success"] and ds.episode(0).meta["label_source"] == "operator"
+    # held up long enough for the session's reward model to see the lift (no model here)
+    assert ds.episode(0).data["success_mark"].sum() >= F.DEMO_HOLD_FRAMES
+    assert rep["steps"] == sum(ds.episode(i).steps for i in range(2))
+    assert rep["robot_time_s"] == pytest.approx(rep["steps"] / HZ, abs=0.05)
+    assert set(np.unique(ds.episode(0).data["device"])) == {"operator"}
+    again = F.record_robot_demos(cfg, run, 2)         # a resumed session: already there
+    assert again["recorded_now"] == 0 and again["episodes"] == 2
+
+    cfg.env_kwargs.pop("reward_source")               # the learner never opens the robot
+    learner = Learner(cfg, run_dir=run)
+    try:
+        info = learner.finetune_info
+        assert info["robot_demo_transitions"] == rep["steps"]
+        assert len(learner.prior) == info["prior_transitions"] > rep["steps"]   # + scripted:1
+        got = learner.prior.transitions()["action"][-rep["steps"]:]
+        want = np.concatenate([ds.episode(i).data["action"] for i in range(2)])
+        np.testing.assert_array_equal(got, want)      # the operator's actions, in order, last in
+        # the operator's interventions reach the prior buffer, and again after a learner restart
+        from robolearn.runtime import messages as M
+        from robolearn.runtime.learner import ActorRecord
+
+        obs, _ = learner.env.reset(seed=0)
+        rows = []
+        for i in range(6):
+            nxt, *_ = learner.env.step(np.zeros(4, np.float32))
+            rows.append({"obs": obs, "next_obs": nxt, "action": np.full(4, 0.1 * i, np.float32), "reward": 0.0,
+                         "terminated": False, "truncated": i == 5, "intervention": i % 2 == 1, "success": False,
+                         "step": i})
+            obs = nxt
+        before = len(learner.prior)
+        learner._add(ActorRecord("robot0", b"x", 0.0), M.stack_transitions(rows), 6)
+        assert len(learner.prior) == before + 3 and len(learner.replay) == 6
+        learner.save_checkpoint()
+    finally:
+        learner.close()
+    restarted = Learner(cfg, run_dir=run)
+    try:
+        assert restarted.finetune_info["resumed_at_env_step"] == 6
+        assert restarted.finetune_info["resumed_interventions"] == 3
+        tail = restarted.prior.transitions()
+        assert len(restarted.prior) == before + 3 and tail["intervention"][-3:].all()
+        np.testing.assert_allclose(tail["action"][-3:, 0], [0.1, 0.3, 0.5], rtol=1e-6)
+    finally:
+        restarted.close()
+
+
+def test_bad_operator_option_values_stop_the_launch_file():
+    with pytest.raises(ConfigError, match="reaction_s=-0.1"):
+        config_from_dict({"env": LIFT, "algo": "rlpd", "finetune": {
+            "checkpoint": "unused", "warm_start": "rlpd", "prior_data": "sim:1", "intervene": "operator",
+            "reality": "mild", "intervene_options": {"reaction_s": -0.1}}})
