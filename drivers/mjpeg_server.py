@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import cv2
 import numpy as np
 
+from robolearn.drivers.http_json import serve_json, serve_post
 from robolearn.errors import ConfigError
 
 BOUNDARY = "robolearnframe"
@@ -59,12 +60,12 @@ class MjpegServer:
                 if route is None:
                     self.send_error(404, f"no POST route {self.path}; have {sorted(server.post_routes)}")
                     return
-                server._serve_post(self, route)
+                serve_post(self, route)
 
             def do_GET(self):
                 route = server.json_routes.get(self.path)
                 if route is not None:
-                    server._serve_json(self, route)
+                    serve_json(self, route)
                     return
                 name, _, kind = self.path.lstrip("/").partition(".")
                 if name not in server._streams or kind not in ("mjpg", "jpg"):
@@ -133,36 +134,6 @@ class MjpegServer:
             if self._stalled or s.seq <= seen:
                 return None, seen
             return s.jpeg, s.seq
-
-    def _serve_json(self, h, route) -> None:
-        import json
-
-        try:
-            body = json.dumps(route()).encode()
-        except Exception as exc:  # noqa: BLE001 - report it to the client, keep serving
-            h.send_error(500, f"{type(exc).__name__}: {exc}")
-            return
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
-
-    def _serve_post(self, h, route) -> None:
-        """A JSON object in, a JSON object out; a bad body is a 400, a failing action a 500."""
-        import json
-
-        try:
-            n = int(h.headers.get("Content-Length") or 0)
-            if not 0 <= n <= 65536:
-                raise ValueError(f"body of {n} bytes")
-            body = json.loads(h.rfile.read(n) or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
-        except ValueError as exc:
-            h.send_error(400, f"bad request: {exc}")
-            return
-        self._serve_json(h, lambda: route(body))
 
     def _serve_still(self, h, name: str) -> None:
         s = self._streams[name]

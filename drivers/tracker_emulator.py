@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
+from robolearn.drivers.http_json import serve_json, serve_post
 from robolearn.drivers.reality import TrackerReality
 
 STREAM_ROUTE = "/pose.ndjson"
@@ -158,7 +159,7 @@ class EmulatedTracker:
                 if self.path == STREAM_ROUTE:
                     tracker._stream(self)
                 elif self.path in tracker.json_routes:
-                    tracker._json(self, tracker.json_routes[self.path])
+                    serve_json(self, tracker.json_routes[self.path], client_errors=(ValueError,))
                 else:
                     self.send_error(404, f"no route {self.path}; have {STREAM_ROUTE}, "
                                          + ", ".join(sorted(tracker.json_routes)))
@@ -168,29 +169,9 @@ class EmulatedTracker:
                 if route is None:
                     self.send_error(404, f"no POST route {self.path}; have {sorted(tracker.post_routes)}")
                     return
-                try:
-                    n = int(self.headers.get("Content-Length") or 0)
-                    body = json.loads(self.rfile.read(n) or b"{}") if 0 <= n <= 65536 else None
-                    if not isinstance(body, dict):
-                        raise ValueError("the body must be a JSON object")
-                except ValueError as exc:
-                    self.send_error(400, f"bad request: {exc}")
-                    return
-                tracker._json(self, lambda: route(body))
+                serve_post(self, route, client_errors=(ValueError,))
 
         return Handler
-
-    def _json(self, h, route) -> None:
-        try:
-            body = json.dumps(route()).encode()
-        except Exception as exc:  # noqa: BLE001 - report it to the client, keep serving
-            h.send_error(500 if not isinstance(exc, ValueError) else 400, f"{type(exc).__name__}: {exc}")
-            return
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
 
     def _stream(self, h) -> None:
         try:

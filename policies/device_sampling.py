@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from robolearn.data.replay import Batch, DeviceReplay, MixedSampler, ReplayBuffer
+from robolearn.data.replay import Batch, DeviceReplay, MixedSampler, ReplayBuffer, prior_rows
 from robolearn.errors import ConfigError
 from robolearn.policies.cuda_graph import GraphedUpdate
 
@@ -86,13 +86,8 @@ class DeviceSampler:
         return batch
 
     def _mixed(self, batch_size: int) -> Batch:
-        """MixedSampler's rule: `prior_fraction` of the rows from the prior buffer, all of them
-        from one side while the other is empty."""
-        n_prior = int(round(batch_size * self.prior_fraction))
-        if len(self.prior) == 0:
-            n_prior = 0
-        elif len(self.online) == 0:
-            n_prior = batch_size
+        """MixedSampler's rule (`prior_rows`) on the device mirrors."""
+        n_prior = prior_rows(batch_size, self.prior_fraction, len(self.online), len(self.prior))
         parts = []
         if batch_size - n_prior > 0:
             parts.append((self._draw[id(self.online)](batch_size - n_prior), False))

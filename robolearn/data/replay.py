@@ -410,6 +410,16 @@ class DeviceReplay:
                      discount=discount.float(), intervention=f["intervention"][idx])
 
 
+def prior_rows(batch_size: int, prior_fraction: float, n_online: int, n_prior: int) -> int:
+    """How many of a batch's rows come from the prior buffer: `prior_fraction` of them, all of
+    them from one side while the other is empty (MixedSampler and the device sampler)."""
+    if n_prior == 0:
+        return 0
+    if n_online == 0:
+        return batch_size
+    return int(round(batch_size * prior_fraction))
+
+
 class MixedSampler:
     """RLPD symmetric sampling: each batch is `prior_fraction` prior data, the rest online.
 
@@ -431,11 +441,7 @@ class MixedSampler:
         return len(self.online) + len(self.prior)
 
     def sample(self, batch_size: int) -> Batch:
-        n_prior = int(round(batch_size * self.prior_fraction))
-        if len(self.prior) == 0:
-            n_prior = 0
-        elif len(self.online) == 0:
-            n_prior = batch_size
+        n_prior = prior_rows(batch_size, self.prior_fraction, len(self.online), len(self.prior))
         parts = []
         if batch_size - n_prior > 0:
             parts.append(self.online.sample(batch_size - n_prior))
