@@ -179,6 +179,9 @@ def _session(args, cfg, run_dir) -> int:
             print("calibrating the camera localisers with frames the arm labels", flush=True)
             perception_calibration = calibrate_robot_perception(cfg, run_dir)
             print(f"perception calibration: {json.dumps(perception_calibration)}", flush=True)
+        car_extra, teleports_before = {}, None
+        if "CarLap" in cfg.env:  # the reference lap and the demonstrations (runtime/finetune_car.py)
+            teleports_before = _car_before_learning(cfg, run_dir, emulator, car_extra)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -200,6 +203,7 @@ def _session(args, cfg, run_dir) -> int:
                         "checkpoint": ft.checkpoint, "reality": ft.reality or None,
                         "budget_env_steps": lc.total_env_steps,
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
+        report_extra.update(car_extra)
         if arm_calibration is not None:
             report_extra["arm_calibration"] = arm_calibration
         if perception_calibration is not None:
@@ -328,18 +332,53 @@ def _session(args, cfg, run_dir) -> int:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         if emulator is not None:
             report_extra["emulator_faults"] = emulator.fault_state()
+        if "CarLap" in cfg.env:
+            from robolearn.runtime.finetune_car import car_report_entries
+
+            report_extra.update(car_report_entries(run_dir, hz, teleports_before,
+                                                   (report_extra.get("emulator_faults") or {}).get("teleports")))
         report = session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:
             emulator.stop()
     print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
     print(json.dumps({k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
-                                                 "interventions", "resets", "learner_restarts")}),
-          flush=True)
+                                                 "interventions", "resets", "learner_restarts",
+                                                 "pure_pursuit_lap_time_s", "teleports", "human_prompts")
+                      if k in report}), flush=True)
     if failed:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
     return 130 if stopping["signal"] is not None else 0
+
+
+def _car_before_learning(cfg, run_dir, emulator, extra: dict):
+    """The car's steps before the learner starts: the reference lap of pure pursuit on the
+    emulator's true pose, and the demonstration laps the emulated operator drives through the
+    gamepad (finetune.demo_episodes; prior_data = "demos" keeps them). Returns the emulator's
+    teleport count before them (the report's `teleports` is the session's difference)."""
+    import json
+
+    from robolearn.runtime import finetune_car as C
+
+    ft = cfg.finetune
+    before = (emulator.fault_state() or {}).get("teleports") if emulator is not None else None
+    if ft.truth_url:
+        print("reference: pure pursuit on the emulator's true pose", flush=True)
+        ref = C.pure_pursuit_true_pose(cfg, seed=cfg.seed)
+        extra["pure_pursuit"] = ref
+        extra["pure_pursuit_lap_time_s"] = ref["best_lap_time_s"]
+        print(f"reference: {json.dumps({k: ref[k] for k in ('lap_times_s', 'collisions', 'wall_s')})}",
+              flush=True)
+    if ft.demo_episodes:
+        print(f"demonstrations: {ft.demo_episodes} episodes by the emulated operator on the gamepad",
+              flush=True)
+        demos = C.record_demo_laps(cfg, run_dir / "demos", ft.demo_episodes, seed=cfg.seed + 5_000)
+        extra["demos"] = demos
+        print(f"demonstrations: {json.dumps(demos)}", flush=True)
+        if ft.prior_data == "demos":
+            ft.prior_data = demos["npz"]
+    return before
 
 
 def _record(cfg, args, run_dir) -> int:

@@ -116,6 +116,9 @@ class FinetuneConfig:
     perception_cycles: int = 30      # calibrate_perception: pick-carry-place cycles (~10 s of robot time each)
     calibrate_reward: bool = False   # ArmLift, with calibrate_perception: the [reward] is a success
                                      # classifier trained on those frames (cube height from the arm)
+    demo_episodes: int = 0           # CarLap on the emulated car: episodes the emulated operator drives
+                                     # through the gamepad before the learner starts (RUN/demos);
+                                     # prior_data = "demos" keeps them (runtime/finetune_car.py)
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -232,6 +235,13 @@ class LaunchConfig:
                                   f"the arm moves the cube to calibrate the camera; {self.env} has none")
             if ft.calibrate_arm and not self.env.split("/")[-1].startswith("Arm"):
                 raise ConfigError(f"finetune.calibrate_arm is for servo arms; {self.env} is not one")
+            _int_at_least(ft, "demo_episodes", 0, "finetune.")
+            if ft.demo_episodes and "CarLap" not in self.env:
+                raise ConfigError("finetune.demo_episodes: the emulated gamepad operator drives the car "
+                                  f"(CarLap); {self.env} records demonstrations with `finetune --record`")
+            if ft.prior_data == "demos" and not ft.demo_episodes:
+                raise ConfigError("finetune.prior_data = \"demos\" keeps the session's demonstration laps: "
+                                  "set finetune.demo_episodes >= 1")
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")
