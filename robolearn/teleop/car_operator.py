@@ -9,7 +9,8 @@ emulated car that person is emulated with a person's senses and hands, nothing m
   on what it sees, at a person's cautious speed, with a slow wobble of the thumbs), turns them
   into stick positions (raw evdev axis values) and feeds them through `GamepadState`, the
   gamepad device's own event mapping (axis signs, ranges, dead zone, the hold-to-drive
-  button); the env gets what a real gamepad would send. After `demo_laps` laps it presses
+  button); the env gets what a real gamepad would send. Stuck against a wall, it backs off
+  with the wheels turned the other way, as a person would. After `demo_laps` laps it presses
   "success" (A) to end the demonstration.
 - **the prompt**: `CarOperatorPrompt` answers the reset supervisor when the car's recovery has
   failed repeatedly. The emulated operator cannot lift the car (the emulator has no hand for
@@ -37,6 +38,8 @@ CAR_AXES = ("-ABS_X", "-ABS_RY")
 STICK_RANGE = (-32768, 32767)
 #: the person judges speed and turn rate over this much of what they saw
 ANTICIPATE_FROM_S = 0.1
+#: stuck: slower than this (m/s) for this long (s) with throttle on -> back off this long, reversing
+STUCK_SPEED, STUCK_S, BACK_OFF_S, BACK_OFF_THROTTLE = 0.2, 0.75, 1.0, 0.6
 
 
 @dataclass
@@ -45,8 +48,8 @@ class CarOperatorConfig:
     reaction_s: float = 0.2    # they act on what they saw this long ago (and anticipate)
     wobble: float = 0.06       # std of the thumbs' slow wobble (action units)
     wobble_tau_s: float = 0.6  # its correlation time
-    v_straight: float = 2.5    # m/s: a person drives below the pure pursuit's 3.5 m/s
-    a_lat: float = 3.5         # m/s^2 in corners (pure pursuit: 4.5)
+    v_straight: float = 2.0    # m/s: a person drives below the pure pursuit's 3.5 m/s
+    a_lat: float = 3.0         # m/s^2 in corners (pure pursuit: 4.5)
     demo_laps: int = 2         # laps before pressing "success"
     seed: int = 0
 
@@ -112,6 +115,18 @@ class CarGamepadOperator:
     def read(self, obs=None) -> DeviceCommand:
         cfg = self.config
         a = self.driver.act(obs)
+        # stuck against a wall (the car does not move although they give throttle): a person
+        # backs off with the wheels turned the other way, then drives on
+        if self._backing > 0:
+            self._backing -= self.dt
+            a = np.array([-self._backing_steer, -BACK_OFF_THROTTLE])
+        elif a[1] > 0.3 and abs(self.driver.car.read().speed) < STUCK_SPEED:
+            self._stuck += self.dt
+            if self._stuck >= STUCK_S:
+                self._stuck, self._backing = 0.0, BACK_OFF_S
+                self._backing_steer = 1.0 if a[0] >= 0 else -1.0
+        else:
+            self._stuck = 0.0
         k = self.dt / cfg.wobble_tau_s               # Ornstein-Uhlenbeck thumbs
         self._wobble += -k * self._wobble + cfg.wobble * np.sqrt(2 * k) * self._rng.normal(size=2)
         a = np.clip(a + self._wobble, -1.0, 1.0)
@@ -132,6 +147,7 @@ class CarGamepadOperator:
         self._wobble = np.zeros(2)
         self._laps = 0
         self._pressed = False
+        self._stuck = self._backing = self._backing_steer = 0.0
         self.pad.events.clear()
 
     def help(self) -> str:
