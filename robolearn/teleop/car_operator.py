@@ -106,6 +106,7 @@ class CarGamepadOperator:
         dt = max(t - t0, 1e-3)
         dyaw = (yaw - yaw0 + np.pi) % (2 * np.pi) - np.pi
         v = float(np.hypot(x - x0, y - y0)) / dt
+        self._seen_speed = v
         yaw_mid = yaw + 0.5 * dyaw / dt * lag
         return (x + v * lag * np.cos(yaw_mid), y + v * lag * np.sin(yaw_mid), yaw + dyaw / dt * lag)
 
@@ -120,7 +121,7 @@ class CarGamepadOperator:
         if self._backing > 0:
             self._backing -= self.dt
             a = np.array([-self._backing_steer, -BACK_OFF_THROTTLE])
-        elif a[1] > 0.3 and abs(self.driver.car.read().speed) < STUCK_SPEED:
+        elif a[1] > 0.3 and self._seen_speed < STUCK_SPEED:   # seen, not odometry: wheels spin
             self._stuck += self.dt
             if self._stuck >= STUCK_S:
                 self._stuck, self._backing = 0.0, BACK_OFF_S
@@ -148,6 +149,7 @@ class CarGamepadOperator:
         self._laps = 0
         self._pressed = False
         self._stuck = self._backing = self._backing_steer = 0.0
+        self._seen_speed = float("inf")    # not judged before they have seen it move
         self.pad.events.clear()
 
     def help(self) -> str:
