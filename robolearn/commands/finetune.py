@@ -342,10 +342,11 @@ def _session(args, cfg, run_dir) -> int:
         if emulator is not None:
             emulator.stop()
     print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
-    print(json.dumps({k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
-                                                 "interventions", "resets", "learner_restarts",
-                                                 "pure_pursuit_lap_time_s", "teleports", "human_prompts")
-                      if k in report}), flush=True)
+    summary_line = {k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
+                                               "interventions", "resets", "learner_restarts")}
+    summary_line.update({k: report[k] for k in ("pure_pursuit_lap_time_s", "teleports", "human_prompts")
+                         if "CarLap" in cfg.env and k in report})
+    print(json.dumps(summary_line), flush=True)
     if failed:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
