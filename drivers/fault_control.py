@@ -76,6 +76,9 @@ class FaultControl:
                        tracker_untracked_frames=self.tracker.untracked_frames)
         if hasattr(self.emu, "goal_counts"):
             out.update(self.emu.goal_counts())
+        teleports = getattr(getattr(self.emu, "plant", None), "teleports", None)
+        if isinstance(teleports, int):  # the plant's own count of state writes (sim/car.py)
+            out["teleports"] = teleports
         return out
 
     def install(self, server) -> None:

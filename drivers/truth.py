@@ -28,6 +28,14 @@ def fetch_truth(url: str, timeout: float = 1.0) -> dict:
         raise DeviceError(f"ground truth at {url} unavailable: {exc}") from None
 
 
+def car_pose(truth: dict) -> tuple[float, float, float]:
+    """(x, y, yaw) of the emulated car's chassis origin in the track frame, from /truth.json:
+    what a person watching the car sees (the emulated operator) and the reference pure pursuit
+    of a session report; never a policy's or a learner's input."""
+    x, y, _, w, qx, qy, qz = (float(v) for v in truth["bodies"]["chassis"][:7])
+    return x, y, math.atan2(2.0 * (w * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+
+
 def true_success(task, truth: dict) -> bool | None:
     """The arm task's success test on true poses (None where no test applies)."""
     from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT, PUSH_RADIUS, REACH_RADIUS

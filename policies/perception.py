@@ -39,7 +39,11 @@ WEIGHTS = "perception.safetensors"
 META = "perception.json"
 # privileged-vector slices the localiser can learn, per arm task (see robolearn/tasks/arm.py)
 TARGETS = {"robolearn/ArmLift-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"]),
-           "robolearn/ArmPush-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"])}
+           "robolearn/ArmPush-v0": (slice(3, 6), ["cube_x", "cube_y", "cube_z"]),
+           # the car: where it is in its lane and what the track does ahead (robolearn/tasks/car.py
+           # PRIVILEGED_LABELS), i.e. what its camera shows and its odometry cannot know
+           "robolearn/CarLap-v0": (slice(0, 6), ["lateral", "sin_heading_err", "cos_heading_err",
+                                                 "curv_0.5m", "curv_1m", "curv_2m"])}
 #: the frames a localiser's targets can be in (meta "frame"; a model without it is "world")
 FRAMES = ("world", "camera")
 CAMERA_TARGETS = ["cube_cam_x", "cube_cam_y", "cube_cam_z"]

@@ -186,6 +186,9 @@ def _session(args, cfg, run_dir) -> int:
             retrainer = start_labelling(cfg, run_dir)
             print(f"reward labels: the operator confirms the classifier's successes; retrain every "
                   f"{ft.retrain_every} labels (model: {cfg.reward['model']})", flush=True)
+        car_extra, teleports_before = {}, None
+        if "CarLap" in cfg.env:  # the reference lap and the demonstrations (runtime/finetune_car.py)
+            teleports_before = _car_before_learning(cfg, run_dir, emulator, car_extra)
         # the actor records, holds still until the pretrained weights arrive, and pauses
         # (holds the robot) while the learner is away
         cfg.actor.random_until_weights = False
@@ -207,6 +210,7 @@ def _session(args, cfg, run_dir) -> int:
                         "checkpoint": ft.checkpoint, "reality": ft.reality or None,
                         "budget_env_steps": lc.total_env_steps,
                         "budget_robot_minutes": round(lc.total_env_steps / hz / 60.0, 2)}
+        report_extra.update(car_extra)
         if arm_calibration is not None:
             report_extra["arm_calibration"] = arm_calibration
         if perception_calibration is not None:
@@ -344,19 +348,55 @@ def _session(args, cfg, run_dir) -> int:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         if emulator is not None:
             report_extra["emulator_faults"] = emulator.fault_state()
+        if "CarLap" in cfg.env:
+            from robolearn.runtime.finetune_car import car_report_entries
+
+            report_extra.update(car_report_entries(run_dir, hz, teleports_before,
+                                                   (report_extra.get("emulator_faults") or {}).get("teleports")))
         report = session_report(run_dir, hz, report_extra)
     finally:
         if emulator is not None:
             emulator.stop()
     print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
-    print(json.dumps({k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
-                                                 "interventions", "intervention_rate_by_block", "resets",
-                                                 "learner_restarts")}),
-          flush=True)
+    summary_line = {k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
+                                               "interventions", "intervention_rate_by_block", "resets",
+                                               "learner_restarts")}
+    summary_line.update({k: report[k] for k in ("pure_pursuit_lap_time_s", "teleports", "human_prompts")
+                         if "CarLap" in cfg.env and k in report})
+    print(json.dumps(summary_line), flush=True)
     if failed:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
     return 130 if stopping["signal"] is not None else 0
+
+
+def _car_before_learning(cfg, run_dir, emulator, extra: dict):
+    """The car's steps before the learner starts: the reference lap of pure pursuit on the
+    emulator's true pose, and the demonstration laps the emulated operator drives through the
+    gamepad (finetune.demo_episodes; prior_data = "demos" keeps them). Returns the emulator's
+    teleport count before them (the report's `teleports` is the session's difference)."""
+    import json
+
+    from robolearn.runtime import finetune_car as C
+
+    ft = cfg.finetune
+    before = (emulator.fault_state() or {}).get("teleports") if emulator is not None else None
+    if ft.truth_url:
+        print("reference: pure pursuit on the emulator's true pose", flush=True)
+        ref = C.pure_pursuit_true_pose(cfg, seed=cfg.seed)
+        extra["pure_pursuit"] = ref
+        extra["pure_pursuit_lap_time_s"] = ref["best_lap_time_s"]
+        print(f"reference: {json.dumps({k: ref[k] for k in ('lap_times_s', 'collisions', 'wall_s')})}",
+              flush=True)
+    if ft.demo_episodes:
+        print(f"demonstrations: {ft.demo_episodes} episodes by the emulated operator on the gamepad",
+              flush=True)
+        demos = C.record_demo_laps(cfg, run_dir / "demos", ft.demo_episodes, seed=cfg.seed + 5_000)
+        extra["demos"] = demos
+        print(f"demonstrations: {json.dumps(demos)}", flush=True)
+        if ft.prior_data == "demos":
+            ft.prior_data = demos["npz"]
+    return before
 
 
 def _record(cfg, args, run_dir) -> int:

@@ -193,13 +193,15 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
                  render_mode: str | None = None, collision_penalty: float = 0.0,
                  privileged_obs: bool = False, reset_mode: str | None = None,
                  reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 reset_attempts: int = 2, **backend_kwargs) -> RobotEnv:
+                 reset_attempts: int = 2, practice: bool = False, **backend_kwargs) -> RobotEnv:
     """Build a CarLap env. `privileged_obs=True` (sim only) adds the `privileged` observation:
     the track-relative entries (lateral offset, heading error, curvature ahead) a real car
     cannot measure (module docstring).
     reset_mode: "teleport" (sim default: the car is put behind the start line) or "physical"
     (the only mode on hardware: the car recovers onto the track by driving, robolearn/resets).
     reset_attempts: recoveries tried before the operator is asked (reset_on_failure).
+    practice: end episodes on a crash or a stall (`AutonomousPractice`, FastRLAP's practice; the
+    physical reset recovers), as a robot session's actor drives.
     backend="real": `tracker` (URL of an external pose tracker's stream) gives lap progress,
     checkpoints and lap times on `track` (the track as laid out in the tracker's frame; default
     the sim's); without it, `reward_source` is required (docs/car.md)."""
@@ -262,8 +264,19 @@ def make_car_env(backend: str = "sim", obs: str = "state", control_hz: float = 2
         t.make_reset_controller = car_reset_controller
         return t
 
-    return build_env(
+    if not isinstance(practice, bool):
+        raise ConfigError(f"practice={practice!r}: pass True or False")
+    env = build_env(
         be, make_task,
         obs=obs, render_mode=render_mode, reward_source=reward_source, privileged_obs=privileged_obs,
         reset_mode=reset_mode, reset_on_failure=reset_on_failure, reset_timeout=reset_timeout,
         reset_prompt=reset_prompt, reset_attempts=reset_attempts)
+    if practice:
+        from robolearn.resets.practice import AutonomousPractice
+
+        try:
+            env = AutonomousPractice(env)
+        except BaseException:
+            env.close()
+            raise
+    return env

@@ -24,6 +24,9 @@ log = logging.getLogger("robolearn.data.recording")
 
 #: info keys summarised per episode into episode.json (absent keys are left out)
 EPISODE_KEYS = ("true_success", "reward_missing")
+#: info values whose last value in an episode goes into episode.json (the car's laps, lap times
+#: and collisions, for the session report's per-episode curves)
+LAST_VALUE_KEYS = ("laps", "collisions", "best_lap_time", "practice_trigger", "progress")
 
 
 class RecordingWrapper(gym.Wrapper):
@@ -46,6 +49,8 @@ class RecordingWrapper(gym.Wrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         ctx = {k: info[k] for k in ("reset",) if k in info}
         self._flags = {"true_success": None, "reward_missing": 0}
+        if "progress" in info:  # the car: distance driven = last progress - this
+            self._flags["progress_start"] = info["progress"]
         try:
             self._ep = self.writer.start_episode(seed=seed, device=self.device, reset_info=info,
                                                  extra=ctx)
@@ -69,6 +74,7 @@ class RecordingWrapper(gym.Wrapper):
                                                        info["true_success"])
                 if info.get("reward_missing"):
                     self._flags["reward_missing"] += 1
+                self._flags.update({k: info[k] for k in LAST_VALUE_KEYS if k in info})
             except Exception as exc:  # a recording fault must never stop the robot's loop
                 log.error("recording failed at step %d (%s): episode dropped, session goes on",
                           self._ep.steps, exc)

@@ -494,7 +494,8 @@ def _make_env(cfg: LaunchConfig):
     kwargs = actor_env_kwargs(cfg.env_kwargs, cfg.reward)  # [reward]: in the loop, or a placeholder
     env = make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, kwargs, cfg.reality_gap,
                    cfg.sim_params)
-    if cfg.finetune is not None and cfg.finetune.truth_url:  # emulated robot: truth for reports
+    # emulated robot: truth for reports (the car has no true-success test: no fetch per step)
+    if cfg.finetune is not None and cfg.finetune.truth_url and "CarLap" not in cfg.env:
         from robolearn.drivers.truth import TruthOracle
 
         env = TruthOracle(env, cfg.finetune.truth_url)

@@ -132,6 +132,9 @@ class FinetuneConfig:
                                      # progress_m, reaction_s, noise, max_takeover_s, max_per_episode
     robot_demos: int = 0             # demos the emulated operator records on the robot at the start
                                      # (teleop path, RUN/robot_demos), RLPD prior data with prior_data
+    demo_episodes: int = 0           # CarLap on the emulated car: episodes the emulated operator drives
+                                     # through the gamepad before the learner starts (RUN/demos);
+                                     # prior_data = "demos" keeps them (runtime/finetune_car.py)
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
 
@@ -253,6 +256,13 @@ class LaunchConfig:
             if ft.label_successes:
                 _labelling_options(self)
             _check_operator(self)
+            _int_at_least(ft, "demo_episodes", 0, "finetune.")
+            if ft.demo_episodes and "CarLap" not in self.env:
+                raise ConfigError("finetune.demo_episodes: the emulated gamepad operator drives the car "
+                                  f"(CarLap); {self.env} records demonstrations with `finetune --record`")
+            if ft.prior_data == "demos" and not ft.demo_episodes:
+                raise ConfigError("finetune.prior_data = \"demos\" keeps the session's demonstration laps: "
+                                  "set finetune.demo_episodes >= 1")
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")

@@ -293,6 +293,17 @@ class EmulatedRobotSession:
             # failed resets by putting the cube back by hand (counted as human prompts)
             kw["reset_prompt"] = f"operator:{self.robot.hand_url}"
             kw["reset_on_failure"] = "prompt"
+        if self.kind == "car":  # lap progress from its pose tracker; no hand can lift the car, so
+            # the emulated operator answers a failed recovery by asking for another (car_operator.py)
+            kw["tracker"] = self.robot.tracker_url
+            kw["reset_prompt"] = "operator:car"
+            kw["reset_on_failure"] = "prompt"
+            # the emulated car shares this machine's cores with the learner, the actor's camera
+            # encoder and whatever else runs: its telemetry was seen 630 ms late under load, which
+            # the driver's 250 ms watchdog turns into an e-stop. A real car's link is not starved
+            # this way; there the driver's default applies (the firmware's own 250 ms command
+            # failsafe stays on in both)
+            kw["stale_after"] = self.cfg.env_kwargs.get("stale_after", 1.0)
         if self.kind == "arm":  # the emulator shares this machine's cores (with the learner and
             # anything else running): allow it 250 ms a reply before a retry (a real bus: ~1 ms)
             kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.25)
@@ -471,7 +482,12 @@ def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
         agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
     except OSError as exc:
         raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
-    res = evaluate_on_robot(lambda: make_robot_env(cfg), lambda o: agent.act(o, deterministic=True),
-                            episodes, seed=cfg.seed + 7_000)
+    if "CarLap" in cfg.env:  # laps, lap times and collisions per lap (runtime/finetune_car.py)
+        from robolearn.runtime.finetune_car import evaluate_car
+
+        res = evaluate_car(cfg, lambda o: agent.act(o, deterministic=True), episodes, seed=cfg.seed + 7_000)
+    else:
+        res = evaluate_on_robot(lambda: make_robot_env(cfg), lambda o: agent.act(o, deterministic=True),
+                                episodes, seed=cfg.seed + 7_000)
     res["checkpoint"] = str(ckpt)
     return res

@@ -32,9 +32,12 @@ class PurePursuitConfig:
 class PurePursuit:
     """`Controller` for a CarLap env (sim, or hardware with a pose tracker)."""
 
-    def __init__(self, env, config: PurePursuitConfig | None = None):
+    def __init__(self, env, config: PurePursuitConfig | None = None, locate=None):
+        """`locate() -> (x, y, yaw) | None` replaces `task.locate()` (e.g. the emulator's true
+        pose for a session's reference lap, or what an emulated operator sees)."""
         base = env.unwrapped
         self.task = base.task
+        self.locate = locate or base.task.locate
         self.track = base.task.track
         self.car = base.task.car
         self.cfg = config or PurePursuitConfig()
@@ -49,7 +52,7 @@ class PurePursuit:
     def act(self, obs=None) -> np.ndarray:
         cfg, tr = self.cfg, self.track
         wb, max_steer = self.car.spec.wheelbase, self.car.spec.max_steer
-        pose = self.task.locate()
+        pose = self.locate()
         if pose is None:
             return self._last.copy()
         x, y, yaw = pose

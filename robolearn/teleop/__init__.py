@@ -8,7 +8,7 @@ from __future__ import annotations
 from robolearn.errors import ConfigError
 from robolearn.teleop.base import EVENTS, Device, DeviceCommand, DeviceNotFoundError
 
-DEVICES = ("keyboard", "scripted", "gamepad", "spacemouse", "leader", "operator")
+DEVICES = ("keyboard", "scripted", "gamepad", "spacemouse", "leader", "operator", "car_operator")
 
 __all__ = ["DEVICES", "EVENTS", "Device", "DeviceCommand", "DeviceNotFoundError", "make_device"]
 
@@ -46,6 +46,9 @@ def make_device(name: str, env, **config) -> Device:
             return InterveningOperator(env, _config(InterveneConfig, config, "operator (mode intervene)"))
         from robolearn.teleop.operator import OperatorConfig, OperatorDevice
         return OperatorDevice(env, _config(OperatorConfig, config, name))
+    if name == "car_operator":  # the emulated person at the emulated car, on the gamepad
+        from robolearn.teleop.car_operator import CarGamepadOperator, CarOperatorConfig
+        return CarGamepadOperator(env, _config(CarOperatorConfig, config, name))
     raise ConfigError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
 
 

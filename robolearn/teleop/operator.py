@@ -260,7 +260,8 @@ def sim_hand(sim, seed: int = 0):
 def make_prompt(spec, sim=None):
     """A reset prompt from a launch-file string: "terminal" (the operator at this terminal,
     robolearn/resets/prompt.py), "operator:HAND_URL" (the emulated operator at an emulated
-    robot) or "operator:sim" (the same operator's hand in the simulator `sim`)."""
+    robot), "operator:sim" (the same operator's hand in the simulator `sim`) or "operator:car"
+    (the emulated person at the emulated car, who cannot lift it: retry, then continue)."""
     if not isinstance(spec, str):
         return spec
     if spec == "terminal":
@@ -269,6 +270,10 @@ def make_prompt(spec, sim=None):
         return HumanPrompt()
     if spec == "operator:sim":
         return OperatorPrompt(sim_hand(sim), settle_s=0.0)
+    if spec == "operator:car":  # the emulated person at the emulated car (teleop/car_operator.py)
+        from robolearn.teleop.car_operator import CarOperatorPrompt
+
+        return CarOperatorPrompt()
     if spec.startswith("operator:"):
         return OperatorPrompt(spec.partition(":")[2])
     raise ConfigError(f"reset_prompt={spec!r}: give \"terminal\", \"operator:URL\" (the emulated "
