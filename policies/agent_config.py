@@ -57,6 +57,8 @@ class AgentConfig:
     batch_size: int = 256
     utd: int = 1  # gradient updates per env step (the caller loops)
     policy_delay: int = 1  # actor/temperature step every this many critic steps; 0 = utd
+    actor_frozen_updates: int = 0  # the first N updates train the critic only (fine-tuning a loaded
+    # actor beside a fresh critic: its first Q gradients are noise that unlearns the actor)
     learning_starts: int = 1000  # env steps of uniform-random actions before updates begin
     actor_lr: float = 3e-4
     critic_lr: float = 3e-4
@@ -107,6 +109,7 @@ class AgentConfig:
         need(0.0 < self.tau <= 1.0, f"tau={self.tau} must be in (0, 1]")
         need(0.0 <= self.gamma <= 1.0, f"gamma={self.gamma} must be in [0, 1]")
         need(self.policy_delay >= 0, f"policy_delay={self.policy_delay} must be >= 0 (0 = every utd)")
+        need(int(self.actor_frozen_updates) >= 0, f"actor_frozen_updates={self.actor_frozen_updates} must be >= 0")
         for k in ("n_step", "batch_size", "utd", "replay_capacity", "feature_dim",
                   "encoder_filters", "encoder_layers"):
             need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")

@@ -241,7 +241,7 @@ class Agent:
             interv = torch.as_tensor(batch.intervention).to(self.device).bool()
             prior = interv if batch.prior is None else interv | torch.as_tensor(batch.prior).to(self.device)
             inputs["prior"] = prior.float()
-        do_actor = n % cfg.actor_every == 0
+        do_actor = n % cfg.actor_every == 0 and n > cfg.actor_frozen_updates
         if self._graphs is None:
             with bf16_region(self._bf16):
                 keys, values = self._learn(inputs, do_actor)
