@@ -396,7 +396,7 @@ def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
     `episodes` (a resumed session does not record them again). Robot time is counted."""
     from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.teleop import make_device
-    from robolearn.teleop.recorder import record
+    from robolearn.teleop.recorder import close_recording, record
     from robolearn.teleop.session import Readout
 
     out = Path(run_dir) / ROBOT_DEMOS
@@ -422,11 +422,7 @@ def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
                 "successes": int(sum(bool(e.get("success")) for e in eps)), "steps": steps,
                 "robot_time_s": round(steps / hz, 1), "resets": env.stats.as_dict()}
     finally:
-        if dev is not None:
-            dev.close()
-        if writer is not None:
-            writer.close()
-        env.close()
+        close_recording(dev, writer, env)
 
 
 def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_config: dict,
@@ -438,7 +434,7 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
     from robolearn.data.dataset_writer import DatasetWriter
     from robolearn.policies.env_building import make_env
     from robolearn.teleop import make_device
-    from robolearn.teleop.recorder import HumanLabelsOnly, record
+    from robolearn.teleop.recorder import HumanLabelsOnly, close_recording, record
     from robolearn.teleop.session import Readout
 
     kwargs = {**cfg.env_kwargs, "reward_source": HumanLabelsOnly()}
@@ -457,11 +453,7 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
                 "discarded": res.discarded, "steps": res.steps, "total_episodes": writer.num_episodes,
                 "resets": env.stats.as_dict()}
     finally:
-        if dev is not None:
-            dev.close()
-        if writer is not None:
-            writer.close()
-        env.close()
+        close_recording(dev, writer, env)
 
 
 def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:

@@ -200,11 +200,9 @@ def record_demo_laps(cfg, out: str | Path, episodes: int, seed: int = 0, laps: i
         dev = make_device("car_operator", env, truth_url=url, seed=seed, demo_laps=laps)
         res = record(env, dev, writer, episodes, seed=seed, rate_hz=0.0)
     finally:
-        if dev is not None:
-            dev.close()
-        if writer is not None:
-            writer.close()
-        env.close()
+        from robolearn.teleop.recorder import close_recording
+
+        close_recording(dev, writer, env)
     t = load_transitions(out, keys=["state"])
     keep = np.isfinite(t["reward"])
     if not keep.any():

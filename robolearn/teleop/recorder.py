@@ -182,3 +182,13 @@ def _record_loop(env, device, writer, episodes, seed, max_steps, end_on_success,
             res.successes += int(ok)
             readout.line(f"saved episode {idx}: {ep.steps} steps, return {ret:+.2f}, "
                          f"{'success' if ok else 'failure'} (seed {ep_seed})")
+
+
+def close_recording(dev, writer, env) -> None:
+    """Close what a recording on the robot opened, device first (it may still be driving), the
+    dataset next (its metadata is what makes the episodes loadable), the robot last."""
+    if dev is not None:
+        dev.close()
+    if writer is not None:
+        writer.close()
+    env.close()
