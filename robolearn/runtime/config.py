@@ -16,6 +16,8 @@ Unknown keys anywhere raise `ConfigError` naming them (a typo must never be igno
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,9 +211,7 @@ class LaunchConfig:
         _int_at_least(cc, "max_restarts", 0, "cluster.")
         _int_at_least(cc, "envs_per_actor", 1, "cluster.")
         for name in ("actor_cpus", "learner_cpus"):
-            v = getattr(cc, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"cluster.{name}={v!r}: must be a number >= 0")
+            _number_in(cc, name, 0.0, math.inf, "cluster.")
         if cc.learner_gpu not in ("auto", "always", "never"):
             raise ConfigError(f"cluster.learner_gpu={cc.learner_gpu!r}: choose auto, always or never")
         if not isinstance(cc.robot, str) and not (
@@ -284,15 +284,11 @@ def _labelling_options(cfg: "LaunchConfig") -> None:
                           "loop: set [reward] where = \"env\"")
     for name, low, high in (("label_others", 0.0, 1.0), ("operator_error_rate", 0.0, 0.49),
                             ("label_confidence", 0.51, 1.0)):
-        v = getattr(ft, name)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not low <= v <= high:
-            raise ConfigError(f"finetune.{name}={v!r}: must be a number in [{low}, {high}]")
+        _number_in(ft, name, low, high, "finetune.")
     _int_at_least(ft, "retrain_every", 1, "finetune.")
     _int_at_least(ft, "retrain_epochs", 0, "finetune.")
     for name in ("retrain_every_s", "label_timeout_s"):
-        v = getattr(ft, name)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-            raise ConfigError(f"finetune.{name}={v!r}: must be >= 0 seconds")
+        _number_in(ft, name, 0.0, math.inf, "finetune.")
 def _check_operator(cfg: LaunchConfig) -> None:
     """[finetune] intervene / robot_demos: the emulated operator needs an emulated lift robot
     (its eyes are the emulator's truth, its hands drive the scripted lift)."""
@@ -331,6 +327,14 @@ def _check_operator(cfg: LaunchConfig) -> None:
         if cfg.reward and cfg.reward.get("where") == "learner":
             raise ConfigError("finetune.robot_demos need rewards as they are recorded: [reward] "
                               "where = \"env\" (the learner labels only streamed transitions)")
+
+
+def _number_in(obj, name: str, low: float, high: float, prefix: str = "") -> None:
+    """A numeric option within [low, high] (a bool is not a number here)."""
+    v = getattr(obj, name)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not low <= v <= high:
+        bound = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise ConfigError(f"{prefix}{name}={v!r}: must be a number {bound}")
 
 
 def _int_at_least(obj, name: str, low: int, prefix: str = "") -> None:
