@@ -40,6 +40,12 @@ class AgentConfig:
     #: of every batch (demos, interventions, earlier runs), added to the flow actor's SAC loss;
     #: 0 = pure SAC Flow (from scratch). Multimodal demos give a multimodal flow only through it.
     flow_bc_weight: float = 0.0
+    #: the Gaussian actor's behaviour-cloning anchor (TD3+BC-style): weight of the squared error
+    #: between its deterministic action and the action of each prior-data row (demos,
+    #: interventions, sim prior data, earlier runs), added to the SAC actor loss. Fine-tuning a
+    #: loaded actor beside a fresh critic: without it the new critic's early Q gradients unlearn
+    #: the actor (docs/finetune.md, "Keeping the pretrained actor"). 0 = off.
+    bc_weight: float = 0.0
     num_critics: int = 2  # ensemble size N
     num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
     actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
@@ -147,6 +153,10 @@ class AgentConfig:
         need(self.actor == "flow" or not self.flow_bc_weight,
              f"flow_bc_weight={self.flow_bc_weight} is the flow actor's behaviour-cloning term: set "
              "actor='flow', or flow_bc_weight=0 for the Gaussian actor")
+        need(self.bc_weight >= 0, f"bc_weight={self.bc_weight} must be >= 0")
+        need(self.actor == "gaussian" or not self.bc_weight,
+             f"bc_weight={self.bc_weight} anchors the Gaussian actor's mean; the flow actor's "
+             "behaviour-cloning term is flow_bc_weight")
         need(self.augment_pad >= 0, f"augment_pad={self.augment_pad} must be >= 0")
         need(self.privileged in PRIVILEGED_MODES,
              f"privileged={self.privileged!r}: choose one of {', '.join(map(repr, PRIVILEGED_MODES))}")

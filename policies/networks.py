@@ -298,6 +298,12 @@ class Actor(nn.Module):
     def mode(self, feat: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(feat)[0])
 
+    def bc_loss(self, feat: torch.Tensor, action: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """TD3+BC's anchor, weighted per row: squared error of the deterministic action to the
+        row's action, summed over action dims, averaged over the weighted (prior) rows."""
+        per_row = (self.mode(feat) - action).pow(2).sum(-1)
+        return (per_row * weight).sum() / weight.sum().clamp(min=1.0)
+
 
 class FlowActor(nn.Module):
     """SAC Flow's policy (Zhang et al. 2025, "SAC Flow: Sample-Efficient Reinforcement Learning

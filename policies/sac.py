@@ -237,7 +237,7 @@ class Agent:
             _check_batch(batch, n)
         inputs = {"obs": dict(batch.obs), "next_obs": dict(batch.next_obs), "action": batch.action,
                   "reward": batch.reward, "discount": batch.discount}
-        if cfg.flow_bc_weight:  # the flow's BC term reads the prior rows (demos, interventions)
+        if cfg.flow_bc_weight or cfg.bc_weight:  # BC terms read the prior rows (demos, interventions)
             interv = torch.as_tensor(batch.intervention).to(self.device).bool()
             prior = interv if batch.prior is None else interv | torch.as_tensor(batch.prior).to(self.device)
             inputs["prior"] = prior.float()
@@ -334,6 +334,11 @@ class Agent:
                 bc_loss = self.actor.flow_matching_loss(feat_d, action, weight, self.generator)
                 actor_loss = actor_loss + cfg.flow_bc_weight * bc_loss
                 metrics["flow_bc_loss"] = bc_loss.detach()
+            if cfg.bc_weight:
+                weight = torch.as_tensor(inputs["prior"]).to(self.device, non_blocking=True)
+                bc_loss = self.actor.bc_loss(feat_d, action, weight)
+                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                metrics["bc_loss"] = bc_loss.detach()
             temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             (actor_loss + temp_loss).backward()  # disjoint graphs: one backward pass
@@ -437,8 +442,9 @@ def _mismatch_as_dataset_error(what: str):
     try:
         yield
     except (RuntimeError, KeyError, ValueError) as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         raise DatasetError(f"{what} does not fit this agent (built with other spaces or network "
-                           f"sizes?): {str(exc).splitlines()[0]}") from None
+                           f"sizes?): {' '.join(lines[:2])}") from None
 
 
 # ---------------------------------------------------------------------------------- helpers

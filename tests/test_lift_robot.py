@@ -447,13 +447,17 @@ def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
     base = open(path).read()
     off = "calibrate_perception = false"
     cases = ((base.replace("calibrate_perception = true", off), "calibrate_perception = true"),
-             (base + '\n[reward]\nmodel = "models/clf"\n', "remove the \\[reward\\] table"),
+             (base + '\n[reward]\nmodel = "models/clf"\n', r"may only set device, require_grasp, threshold.*has model"),
              (base.replace("ArmLift", "ArmPush"), "needs env ArmLift"))
     for i, (text, msg) in enumerate(cases):
         f = tmp_path / f"l{i}.toml"
         f.write_text(text)
         with pytest.raises(ConfigError, match=msg):
             load_launch(f)
+    # the classifier's options may sit beside calibrate_reward (the grasp check, a threshold)
+    f = tmp_path / "grasp.toml"
+    f.write_text(base + '\n[reward]\nrequire_grasp = true\nthreshold = 0.7\n')
+    assert load_launch(f).reward == {"require_grasp": True, "threshold": 0.7}
 
 
 def test_children_read_the_calibrated_session_as_a_valid_launch_file(tmp_path):

@@ -93,6 +93,8 @@ class ClusterConfig:
 
 
 WARM_STARTS = ("wsrl", "rlpd", "none")
+# [reward] keys a launch file may set beside calibrate_reward (which makes the classifier itself)
+CALIBRATED_REWARD_OPTIONS = frozenset({"require_grasp", "threshold", "device"})
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
 
@@ -220,10 +222,13 @@ class LaunchConfig:
         if cc.envs_per_actor > 1 and self.drives_hardware():
             raise ConfigError("cluster.envs_per_actor > 1 is for simulated envs; an actor that drives "
                               "a robot has exactly one env")
+        calibrating_reward = self.finetune is not None and self.finetune.calibrate_reward is True
         if self.reward:
             from robolearn.reward_config import reward_config
 
-            reward_config(self.reward, "[reward]")
+            # calibrate_reward makes the model: the table may hold only its options until then
+            reward_config({"model": "(calibrate_reward)", **self.reward} if calibrating_reward
+                          else self.reward, "[reward]")
         if self.finetune is not None:
             ft = self.finetune
             if ft.warm_start not in WARM_STARTS:
@@ -243,9 +248,11 @@ class LaunchConfig:
             if ft.calibrate_reward and not (ft.calibrate_perception and "ArmLift" in self.env):
                 raise ConfigError("finetune.calibrate_reward trains the lift success classifier on the camera "
                                   "calibration's frames: it needs env ArmLift and calibrate_perception = true")
-            if ft.calibrate_reward and self.reward:
-                raise ConfigError("finetune.calibrate_reward makes the [reward] model; remove the [reward] "
-                                  "table, or set calibrate_reward = false to use it")
+            if ft.calibrate_reward and set(self.reward) - CALIBRATED_REWARD_OPTIONS:
+                raise ConfigError("finetune.calibrate_reward makes the [reward] model; the [reward] table may "
+                                  f"only set {', '.join(sorted(CALIBRATED_REWARD_OPTIONS))} beside it (it has "
+                                  f"{', '.join(sorted(set(self.reward) - CALIBRATED_REWARD_OPTIONS))}), or set "
+                                  "calibrate_reward = false to use your own model")
             if ft.calibrate_perception and not any(t in self.env for t in ("ArmLift", "ArmPush")):
                 raise ConfigError("finetune.calibrate_perception is for the cube tasks (ArmLift, ArmPush): "
                                   f"the arm moves the cube to calibrate the camera; {self.env} has none")

@@ -111,7 +111,8 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     if cfg.finetune.calibrate_reward:
         report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
                                                                 pc, camera=cam_name, log=log)
-        cfg.reward = {"model": str(out / "success_classifier"), "where": "env"}
+        # the launch file's other [reward] options (require_grasp, threshold) stay
+        cfg.reward = {**cfg.reward, "model": str(out / "success_classifier"), "where": "env"}
     if perception:
         cfg.env_kwargs["perception"] = str(out / "perception")
     cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
