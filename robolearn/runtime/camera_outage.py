@@ -98,9 +98,10 @@ class CameraOutage:
                              "episode_steps_discarded": steps, "held": held})
         self._fresh_since = None
         self._error = str(exc)
-        log.warning("camera dropped mid-episode (%s): robot held at its measured position, episode "
-                    "in progress discarded (%s, %s steps); waiting up to %.0f s for the camera",
-                    exc, REASON, steps, self.max_outage_s)
+        what = (f"the episode in progress ({steps} steps) discarded as {REASON}" if steps is not None
+                else "during a reset (no episode in progress)")
+        log.warning("camera dropped (%s): robot held at its measured position, %s; waiting up to "
+                    "%.0f s for the camera", exc, what, self.max_outage_s)
 
     def poll(self) -> str | None:
         """One tick of an outage: "pause" while any camera gives no fresh frame, None when the
