@@ -136,8 +136,8 @@ class CameraOutage:
         return None
 
     def summary(self) -> dict:
-        """For the actor summary: discarded episodes by reason, and each outage (t relative to
-        the first one is left to the reader; `outage_s` is absent for one still going on)."""
+        """For the actor summary: discarded episodes by reason, each outage (`outage_s` absent
+        while it goes on) and the seconds spent in outages."""
         return {"episodes_discarded": dict(self.discarded),
                 "camera_outages": [{k: v for k, v in o.items() if k != "t"} for o in self.outages],
                 "camera_outage_s": round(sum(o.get("outage_s", self.clock() - o["t"])
