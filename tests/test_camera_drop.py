@@ -42,7 +42,10 @@ def _actor(robot, tmp_path, **actor):
         "out": str(tmp_path),
         "env_kwargs": {"backend": "real", "port": robot.port, "camera": {"front": robot.camera_urls["front"]},
                        "image_size": [32, 32], "control_hz": HZ,
-                       "camera_options": {"stale_after": STALE_S}},
+                       "camera_options": {"stale_after": STALE_S},
+                       # the in-process emulator shares the CPU (and the GIL) with the actor: a
+                       # reply may take longer than a real bus's 20 ms (as `finetune` allows it)
+                       "timeout": 0.25},
         "learner": {"agent": {"pixels": True, "actor_hidden": [8], "critic_hidden": [8], "feature_dim": 8,
                               "encoder_filters": 4}},
         # random actions (no learner): the arm keeps moving, so a hold is a real change of goal
@@ -265,3 +268,11 @@ sim_env_kwargs = {{ camera = "front", image_size = [32, 32] }}
     assert set(ds.indices) == said and rep["episodes"] == len(ds) > 2
     for i in ds.indices:
         assert ds.episode(i).frames("front").shape[0] == ds.episode(i).steps + 1
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "60"])
+def test_camera_outage_s_must_be_positive_seconds(bad):
+    from robolearn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="actor.camera_outage_s"):
+        config_from_dict({"env": "Pendulum-v1", "actor": {"camera_outage_s": bad}})
