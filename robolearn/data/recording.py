@@ -43,6 +43,7 @@ class RecordingWrapper(gym.Wrapper):
         self._ep = None
         self._flags: dict = {}
         self.saved = 0
+        self.discarded: dict[str, int] = {}  # reason -> episodes dropped on purpose (discard_episode)
 
     def reset(self, *, seed=None, options=None):
         self._end_episode()
@@ -83,6 +84,19 @@ class RecordingWrapper(gym.Wrapper):
             if terminated or truncated:
                 self._end_episode()
         return obs, reward, terminated, truncated, info
+
+    def discard_episode(self, reason: str) -> int | None:
+        """Drop the episode in progress on purpose (e.g. "camera_dropped": its last frames are
+        stale or missing), so that `reset` does not commit it; earlier episodes are untouched.
+        Returns its steps, None when none was in progress."""
+        ep, self._ep = self._ep, None
+        if ep is None or ep.done:
+            return None
+        steps = ep.steps
+        ep.discard()
+        self.discarded[reason] = self.discarded.get(reason, 0) + 1
+        log.warning("discarded episode in progress (%d steps): %s", steps, reason)
+        return steps
 
     def _end_episode(self) -> None:
         ep, self._ep = self._ep, None

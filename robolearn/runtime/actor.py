@@ -307,9 +307,13 @@ class Actor:
             if hz <= 0:
                 raise ConfigError(f"{cfg.env} declares no control_hz; set actor.loop_hz")
         self.hz = float(hz)
+        from robolearn.runtime.camera_outage import CameraOutage
+
+        # a camera that stops: hold the robot, discard the episode, wait for it (not an error)
+        self.camera = CameraOutage(self.env, self.acfg.camera_outage_s)
         self.control = ControlLoop(self.env, self._get_policy, self.hz,
                                    on_step=self._on_step, before_tick=self._before_tick,
-                                   seed=self.seed)
+                                   seed=self.seed, on_camera_error=self.camera.dropped)
 
     # ----------------------------------------------------------------- loop callbacks
     def _random_policy(self, obs):
@@ -364,6 +368,9 @@ class Actor:
             self.stop_event.set()
         self._periodic_summary()
         if self.stop_event.is_set():
+            return "pause"
+        if self.camera.poll() == "pause":  # holding the robot until the cameras are back
+            self.paused_ticks += 1
             return "pause"
         return hold_for_lost_learner(self, link)
 
@@ -426,6 +433,7 @@ class Actor:
             "reconnects": link.reconnects, "bad_messages": link.bad_messages,
             "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
             "loop": ctl.stats.summary(),
+            **self.camera.summary(),
             **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),
             **({"operator": operator_stats(self.env)} if operator_stats(self.env) is not None else {}),
         }

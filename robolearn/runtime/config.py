@@ -71,6 +71,8 @@ class ActorConfig:
     max_message_bytes: int = 64 << 20
     intervene: str | None = None     # teleop device a human may take over with (robolearn.teleop)
     record: str = ""                 # dataset folder: every episode recorded, crash-safe ("": off)
+    camera_outage_s: float = 120.0   # a camera gives no frame: hold the robot, discard the episode,
+                                     # wait this long for it to come back, then stop (camera_outage.py)
 
 
 ENGINES = ("local", "ray")
@@ -197,7 +199,8 @@ class LaunchConfig:
                               f"{', '.join(LOST_POLICIES)}")
         if ac.loop_hz is not None and (not isinstance(ac.loop_hz, (int, float)) or ac.loop_hz < 0):
             raise ConfigError(f"actor.loop_hz={ac.loop_hz!r}: must be >= 0 (0 = unpaced)")
-        for obj, prefix, names in ((ac, "actor.", ("flush_s", "heartbeat_s", "learner_timeout_s")),
+        for obj, prefix, names in ((ac, "actor.", ("flush_s", "heartbeat_s", "learner_timeout_s",
+                                                     "camera_outage_s")),
                                    (lc, "learner.", ("actor_timeout_s", "metrics_every_s"))):
             for name in names:
                 v = getattr(obj, name)

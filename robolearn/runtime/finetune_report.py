@@ -50,6 +50,11 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "bus": _sum_counts([a.get("bus") for a in actors.values()]),
         "checkpoint_failures": _count_lines(run_dir / "logs" / "learner.log", "checkpoint at env step",
                                             "failed"),
+        # episodes the actors dropped on purpose, by reason ("camera_dropped": a camera stopped
+        # mid-episode, the robot was held; runtime/camera_outage.py), and those outages
+        "episodes_discarded": _sum_counts([a.get("episodes_discarded") for a in actors.values()]) or {},
+        "camera_outages": int(sum(len(a.get("camera_outages") or []) for a in actors.values())),
+        "camera_outage_s": round(float(sum(a.get("camera_outage_s") or 0.0 for a in actors.values())), 2),
         # an episode the recorder could not write (disk full, ...), at its end or mid-way
         "episodes_not_written": (_count_lines(run_dir / "logs" / "actor.log", "could not write episode")
                                  + _count_lines(run_dir / "logs" / "actor.log", "recording failed at step")),

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from robolearn.errors import CameraError
 from robolearn.pacing import SPIN_S, Clock, Rate
 
 HELD_SLEEP_S = 0.01  # an unpaced loop (hz = 0) that is held still sleeps this long per tick
@@ -167,14 +168,19 @@ class ControlLoop:
     `check`) may raise `SafetyError`, which stops the loop. `on_step(transition)` gets every
     transition (obs, action, reward, next_obs, terminated, truncated, info); it must not block.
     `before_tick()` runs first in every tick (weight swaps, pause checks) and may return
-    "pause" to skip stepping this tick.
+    "pause" to skip stepping this tick. `on_camera_error(exc, episode_steps)`, when given,
+    gets a `CameraError` raised by `env.step` (the steps the episode had) or `env.reset`
+    (None) instead of letting it end the loop (the actor's camera outages,
+    runtime/camera_outage.py): the episode is abandoned, the next unpaused tick starts one.
     """
 
     def __init__(self, env, get_policy: Callable[[], Policy], hz: float,
                  safety: Safety | None = None, on_step: OnStep | None = None,
                  before_tick: Callable[[], Any] | None = None, seed: int | None = None,
-                 clock: Clock | None = None, spin_s: float = SPIN_S):
+                 clock: Clock | None = None, spin_s: float = SPIN_S,
+                 on_camera_error: Callable[[BaseException, int | None], None] | None = None):
         self.env = env
+        self.on_camera_error = on_camera_error
         self.get_policy = get_policy
         self.safety = safety
         self.on_step = on_step
@@ -184,6 +190,7 @@ class ControlLoop:
         self.obs = None
         self.action = None
         self.episode_return = 0.0
+        self.episode_steps = 0
         self.episodes: list[dict] = []
         self.env_steps = 0
         self._first_reset = True
@@ -197,6 +204,7 @@ class ControlLoop:
         self._first_reset = False
         self.obs, _ = self.env.reset(seed=seed)
         self.episode_return = 0.0
+        self.episode_steps = 0
         self.action = self._act(self.obs)
 
     def _act(self, obs):
@@ -210,6 +218,17 @@ class ControlLoop:
             if self.loop.unpaced:  # held still at loop_hz = 0: wait, do not busy-spin a core
                 time.sleep(HELD_SLEEP_S)
             return None
+        try:
+            return self._tick()
+        except CameraError as exc:  # no image: the episode is abandoned, the handler holds the robot
+            if self.on_camera_error is None:
+                raise
+            started = self.obs is not None  # else the reset itself failed: no episode yet
+            self.obs = None
+            self.on_camera_error(exc, self.episode_steps if started else None)
+            return "restart"
+
+    def _tick(self):
         if self.obs is None:
             self._reset()
             return "restart"
@@ -217,6 +236,7 @@ class ControlLoop:
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         t_obs = self.loop.clock.now()
         self.env_steps += 1
+        self.episode_steps += 1
         self.episode_return += float(reward)
         if info.get("intervention"):
             action = np.asarray(info.get("intervention_action", action), dtype=np.float32)
