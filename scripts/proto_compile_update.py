@@ -181,6 +181,51 @@ def micro_bool_store(reps: int = 500) -> None:
     torch._dynamo.reset()
 
 
+def pieces(agent, buf, reps: int = 40, rounds: int = 5) -> None:
+    """Critic and actor loss forward(+backward) alone, eager vs compiled, same agent and batch."""
+    cu = CompiledUpdate(agent, "default")
+    b = buf.sample(256)
+    obs, action, reward, discount, next_obs = (torch.as_tensor(x) for x in (
+        b.obs["state"], b.action, b.reward, b.discount, b.next_obs["state"]))
+    eps = torch.randn(action.shape)
+    cfg = agent.config
+    subset = torch.arange(cfg.num_target_min) if cfg.num_target_min < cfg.num_critics else None
+
+    def critic(fn, backward):
+        def run():
+            loss, _ = fn(obs, action, reward, discount, next_obs, eps, subset, agent.log_alpha)
+            if backward:
+                agent.critic_opt.zero_grad(set_to_none=True)
+                loss.backward()
+        return run
+
+    def actor(fn):
+        def run():
+            total = fn(obs, eps, agent.log_alpha)[0]
+            agent.actor_opt.zero_grad(set_to_none=True)
+            total.backward()
+        return run
+
+    runs = {"critic loss forward, eager": critic(cu._critic_loss, False),
+            "critic loss forward, compiled": critic(cu.critic_fn, False),
+            "critic loss forward+backward, eager": critic(cu._critic_loss, True),
+            "critic loss forward+backward, compiled": critic(cu.critic_fn, True),
+            "actor loss forward+backward, eager": actor(cu._actor_loss),
+            "actor loss forward+backward, compiled": actor(cu.actor_fn)}
+    for run in runs.values():
+        for _ in range(5):
+            run()
+    res: dict = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, run in runs.items():
+            c0 = time.process_time()
+            for _ in range(reps):
+                run()
+            res[k].append((time.process_time() - c0) / reps)
+    for k in runs:
+        print(f"{k:42s} {np.median(res[k]) * 1e3:7.3f} ms CPU", flush=True)
+
+
 def eager_vals(agent, batch):
     m = agent.update(batch)
     keys = ["critic_loss", "q", "actor_loss", "temperature_loss", "entropy", "alpha"]
@@ -202,6 +247,8 @@ def main():
                    help="ReLU gradients as gy*sign(y) while compiling (one process per setting: dynamo "
                         "guards on the Function's backward, so patching later recompiles every agent)")
     p.add_argument("--micro", action="store_true", help="only the bool-store micro-benchmark")
+    p.add_argument("--pieces", action="store_true",
+                   help="only the critic/actor loss forward(+backward) timings, eager vs compiled")
     args = p.parse_args()
     if args.micro:
         torch.set_num_threads(1)
@@ -218,6 +265,9 @@ def main():
     if args.algo == "redq":
         over["num_target_min"] = 2
     eager = make_agent(args.algo, obs_space, act_space, seed=0, cpu_matmul="onednn", **over)
+    if args.pieces:
+        pieces(eager, buf)
+        return
     runners = {"eager": lambda b: eager.update(b)}
     eager_torch = make_agent(args.algo, obs_space, act_space, seed=0, cpu_matmul="torch", **over)
     runners["eager-torch"] = eager_torch.update
