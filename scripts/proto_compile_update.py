@@ -40,6 +40,12 @@ def sample_with(actor, feat, eps):
     return action, log_prob
 
 
+def _batch_tensors(batch):
+    return (torch.as_tensor(batch.obs["state"]), torch.as_tensor(batch.action),
+            torch.as_tensor(batch.reward), torch.as_tensor(batch.discount),
+            torch.as_tensor(batch.next_obs["state"]))
+
+
 def _onednn_as_extern():
     """Inductor lowers mkldnn._linear_pointwise only for frozen (constant) weights; for
     training graphs, call the op as an extern kernel instead."""
@@ -73,7 +79,8 @@ def _relu_grad_without_bool_masks():
 
 
 class CompiledUpdate:
-    def __init__(self, agent, mode: str | None, step_compiled: bool = False, guards: str = "all"):
+    def __init__(self, agent, mode: str | None, step_compiled: bool = False, guards: str = "all",
+                 whole: bool = False):
         self.a = agent
         kw = dict(dynamic=False, fullgraph=True)
         if guards == "skip-modules":  # no per-call guard walk over every parameter
@@ -83,10 +90,34 @@ class CompiledUpdate:
         self.critic_fn = torch.compile(self._critic_loss, **kw)
         self.actor_fn = torch.compile(self._actor_loss, **kw)
         self.step_compiled = step_compiled
+        self.whole = None
+        if whole:
+            torch._dynamo.config.compiled_autograd = True
+            self.whole = (torch.compile(self._whole_critic, **dict(kw, fullgraph=False)),
+                          torch.compile(self._whole_actor, **dict(kw, fullgraph=False)))
         if step_compiled:
             kw_step = dict(kw, fullgraph=False)  # Optimizer.step breaks the graph once by design
             self.critic_step = torch.compile(self._critic_step, **kw_step)
             self.actor_step = torch.compile(agent.actor_opt.step, **kw_step)
+
+    def _whole_critic(self, obs, action, reward, discount, next_obs, eps_next, subset):
+        """Critic loss, backward, Adam step and target lerp in one function (`--whole`:
+        compiled with compiled autograd, so the backward and the step are captured too)."""
+        a, cfg = self.a, self.a.config
+        loss, qm = self._critic_loss(obs, action, reward, discount, next_obs, eps_next, subset, a.log_alpha)
+        a.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        a.critic_opt.step()
+        torch._foreach_lerp_(a._target_params, a._critic_params, cfg.tau)
+        return loss.detach(), qm
+
+    def _whole_actor(self, obs, eps):
+        a = self.a
+        total, al, tl, ent, alpha = self._actor_loss(obs, eps, a.log_alpha)
+        a.actor_opt.zero_grad(set_to_none=True)
+        total.backward()
+        a.actor_opt.step()
+        return al, tl, ent, alpha
 
     def _critic_step(self):
         a = self.a
@@ -116,6 +147,8 @@ class CompiledUpdate:
         return actor_loss + temp_loss, actor_loss.detach(), temp_loss.detach(), -logp.detach().mean(), alpha
 
     def update(self, batch):
+        if self.whole is not None:
+            return self._update_whole(batch)
         a, cfg = self.a, self.a.config
         a.num_updates += 1
         n = a.num_updates
@@ -149,6 +182,26 @@ class CompiledUpdate:
             else:
                 a.actor_opt.step()
             metrics += [al, tl, ent, alpha]
+        vals = torch.stack(metrics).tolist()
+        if not all(math.isfinite(v) for v in vals):
+            raise RuntimeError(f"update {n}: non-finite {vals}")
+        return vals
+
+    def _update_whole(self, batch):
+        a, cfg = self.a, self.a.config
+        a.num_updates += 1
+        n = a.num_updates
+        obs, action, reward, discount, next_obs = _batch_tensors(batch)
+        g = a.generator
+        eps_next = torch.randn(action.shape, generator=g)
+        subset = None
+        if cfg.num_target_min < cfg.num_critics:
+            subset = torch.rand(cfg.num_critics, generator=g).argsort()[: cfg.num_target_min]
+        a.critic.train()
+        metrics = list(self.whole[0](obs, action, reward, discount, next_obs, eps_next, subset))
+        if n % cfg.actor_every == 0:
+            eps = torch.randn(action.shape, generator=g)
+            metrics += list(self.whole[1](obs, eps))
         vals = torch.stack(metrics).tolist()
         if not all(math.isfinite(v) for v in vals):
             raise RuntimeError(f"update {n}: non-finite {vals}")
@@ -246,6 +299,8 @@ def main():
     p.add_argument("--no-bool-masks", action="store_true",
                    help="ReLU gradients as gy*sign(y) while compiling (one process per setting: dynamo "
                         "guards on the Function's backward, so patching later recompiles every agent)")
+    p.add_argument("--whole", action="store_true",
+                   help="compile the whole update (compiled autograd: backward and Adam steps too)")
     p.add_argument("--micro", action="store_true", help="only the bool-store micro-benchmark")
     p.add_argument("--pieces", action="store_true",
                    help="only the critic/actor loss forward(+backward) timings, eager vs compiled")
@@ -275,12 +330,12 @@ def main():
     nobool = args.no_bool_masks
     for mode, mm in [(m, mm) for m in args.modes.split(",") for mm in args.matmul.split(",")]:
         ag = make_agent(args.algo, obs_space, act_space, seed=0, cpu_matmul=mm, **over)
-        cu = CompiledUpdate(ag, mode, args.step_compiled, args.guards)
+        cu = CompiledUpdate(ag, mode, args.step_compiled, args.guards, args.whole)
         t0 = time.perf_counter()
         c0 = time.process_time()
         for _ in range(max(2, ag.config.actor_every) + 1):
             cu.update(buf.sample(256))
-        name = (f"compiled-{mode}{'-step' if args.step_compiled else ''}"
+        name = (f"compiled-{mode}{'-step' if args.step_compiled else ''}{'-whole' if args.whole else ''}"
                 f"{'-noguard' if args.guards != 'all' else ''}{'-nobool' if nobool else ''}-{mm}")
         print(f"{name}: first updates (compile) {time.perf_counter() - t0:.1f} s wall, "
               f"{time.process_time() - c0:.1f} s CPU of this process", flush=True)
