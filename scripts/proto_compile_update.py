@@ -8,14 +8,18 @@ Times, in one process and interleaved rounds, 1 thread, process CPU time per upd
   The Gaussian noise is drawn from the agent's generator outside the compiled code, in the
   eager update's order, so both see the same random numbers.
 Also checks numerical agreement (losses of eager vs compiled over N updates from the same
-state and batches) and reports compile time.
+state and batches, beside the drift of two eager fp32 paths) and reports compile time.
+Options: `--no-bool-masks` (the ReLU-gradient rewrite that makes it pay), `--step-compiled`,
+`--whole` (compiled autograd), `--guards skip-modules`, `--pieces` (the losses alone),
+`--micro` (the bool-store pathology). Results and the commands behind them:
+docs/bench/speed/README.md ("torch.compile of the SAC update").
 
-    .venv/bin/python scripts/proto_compile_update.py --critics 2 --modes default,max-autotune-no-cudagraphs
+    .venv/bin/python scripts/proto_compile_update.py --steps 400 --rounds 10 --check 300 \
+        --matmul onednn --no-bool-masks
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import time
 
