@@ -343,6 +343,33 @@ def test_the_grasp_check_rejects_an_open_gripper_on_a_classifier_positive_frame(
         env.close()
 
 
+def test_the_grasp_check_vetoes_a_held_cube_below_the_lift_height():
+    """A lift: the cube held but not yet up (the classifier fooled by a low lift) is vetoed;
+    at the lift height the arm's kinematics agree with the truth."""
+    from robolearn.registry import register_all
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
+
+    register_all()
+    check = GripperHoldCheck(AlwaysSuccess())
+    env = gym.make("robolearn/ArmLift-v0", reward_source=check)
+    try:
+        obs, _ = env.reset(seed=1)
+        task = env.unwrapped.task
+        ctl = env.unwrapped.scripted_controller()
+        ctl.reset()
+        seen_low_hold = False
+        for _ in range(80):
+            obs, r, term, _, info = env.step(ctl.act(obs))
+            true_lift = float(task.cube_pose()[0][2]) - CUBE_HALF
+            if check.last_vetoed and task.measured_gripper > 0.35 and true_lift < LIFT_HEIGHT:
+                seen_low_hold = True                                         # held, low: vetoed
+            if info["success"]:
+                break
+        assert seen_low_hold and info["success"] and true_lift >= LIFT_HEIGHT - 0.002
+    finally:
+        env.close()
+
+
 # ----------------------------------------------------------------------- per-block precision
 def test_precision_and_recall_per_ten_minute_block_from_an_episode_log():
     def ep(fired=False, at_fire=None, true_any=None, label=None, steps=1000, version="v0000"):
