@@ -108,6 +108,24 @@ def test_car_only_finetune_options_are_checked():
                      finetune=FinetuneConfig(checkpoint="x", warm_start="rlpd", prior_data="demos")).validate()
 
 
+def test_shipped_car_session_keeps_the_loaded_actor_and_the_robot_time_budget():
+    """The launch file's learner options are valid agent options, the actor waits for the fresh
+    critic for a small part of the session, and the driving fits 20 min of robot time with the
+    recoveries (session 1: 67 s of recoveries per 600 s of driving)."""
+    from pathlib import Path
+
+    from robolearn.policies.agent_config import AgentConfig
+    from robolearn.runtime.config import load_launch
+
+    cfg = load_launch(Path(__file__).resolve().parents[1] / "launch" / "finetune_car_lap_real.toml")
+    agent = AgentConfig(**cfg.learner.agent).validate()
+    steps = cfg.learner.total_env_steps
+    assert agent.privileged == "none" and cfg.finetune.load == "policy"
+    assert 0 < agent.actor_frozen_updates <= 0.2 * 2 * steps      # utd 2 (the pretrained run's)
+    assert agent.init_temperature < AgentConfig.init_temperature
+    assert steps / 20.0 * (1 + 67 / 600) <= 20 * 60
+
+
 # ------------------------------------------------------------------------ the encoder
 def test_car_encoder_targets_are_the_track_relative_truth(tmp_path):
     """The car's camera encoder is trained on the sim's track-relative privileged entries and

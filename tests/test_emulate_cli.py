@@ -61,6 +61,31 @@ def test_emulate_car_prints_path_and_speaks_protocol():
         assert stop(p) == 0
 
 
+@pytest.mark.slow
+def test_emulate_car_camera_serves_frames_without_a_display_setting():
+    """Without MUJOCO_GL in the environment MuJoCo picks glfw, which renders nothing headless:
+    the camera stream then served no frame and `robolearn finetune` died on its first one."""
+    import json
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
+    p = subprocess.Popen([sys.executable, "-m", "robolearn.cli", "emulate", "car", "--reality", "hard",
+                          "--duration", "40"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=dict(env, PYTHONUNBUFFERED="1"))
+    try:
+        assert p.stdout.readline().startswith("/dev/")
+        url = json.loads(p.stdout.readline())["cameras"]["front"].replace(".mjpg", ".jpg")
+        deadline, jpeg = time.monotonic() + 20, b""
+        while time.monotonic() < deadline and not jpeg:
+            try:
+                jpeg = urllib.request.urlopen(url, timeout=2).read()
+            except OSError:
+                time.sleep(0.5)
+        assert jpeg[:2] == b"\xff\xd8", "no JPEG frame from the emulated car's camera"
+    finally:
+        assert stop(p) == 0
+
+
 def test_emulate_rejects_bad_fault_options():
     r = subprocess.run([sys.executable, "-m", "robolearn.cli", "emulate", "arm", "--drop-rate", "2"],
                        capture_output=True, text=True, timeout=60)

@@ -304,6 +304,11 @@ class EmulatedRobotSession:
             # this way; there the driver's default applies (the firmware's own 250 ms command
             # failsafe stays on in both)
             kw["stale_after"] = self.cfg.env_kwargs.get("stale_after", 1.0)
+            # its camera renders on the same starved cores: a frame 1.05 s old ended session 2's
+            # first run (load 8-10); allow 2 s here (a real camera: the driver's 1 s default)
+            cam = dict(self.cfg.env_kwargs.get("camera_options") or {})
+            cam.setdefault("stale_after", 2.0)
+            kw["camera_options"] = cam
         if self.kind == "arm":  # the emulator shares this machine's cores (with the learner and
             # anything else running): allow it 250 ms a reply before a retry (a real bus: ~1 ms)
             kw["timeout"] = self.cfg.env_kwargs.get("timeout", 0.25)
