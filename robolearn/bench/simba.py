@@ -5,7 +5,11 @@ Two parts, both measured in this run:
   SimBa at three sizes, interleaved on the same random data (process CPU time, the robust figure
   on a shared machine), reported as time per update relative to the MLP;
 - learning: `robolearn train` runs at equal env steps per (env, network, seed), the final and
-  best evaluation return and success rate, and wall time.
+  best evaluation return and success rate, the env steps to a success threshold (first
+  evaluation at or above it), and wall time. The learner is `sac` unless `--algo`/`--demos` say
+  otherwise (ArmPush needs `rlpd` with scripted demos to be learnt in a CPU budget, so the
+  networks can only be compared where the baseline learns); `--prior-runs` mixes an earlier run's
+  data into every run (Replay across Experiments, docs/bench/rae/).
 The paper's claims it checks: larger SimBa networks do not learn worse than smaller ones, and a
 small SimBa costs less than 1.3x the MLP's update time.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,30 +58,85 @@ def update_cost(obs_dim: int = 17, action_dim: int = 6, batch_size: int = 256, s
                    "time_per_update_vs_mlp": round(base / r["cpu"], 3)} for name, r in rates.items()}
 
 
-def learning(envs: list[str], networks: list[str], seeds: list[int], steps: int, eval_every: int,
-             eval_episodes: int, out: Path, env_kwargs: dict | None = None,
-             agent: dict | None = None) -> list[dict]:
-    """`agent` (from --set) applies to every network, under the network's own options."""
+@dataclass(frozen=True)
+class Learner:
+    """What every training run of the learning part shares (only the network differs)."""
+    algo: str = "sac"
+    steps: int = 20_000
+    eval_every: int = 5000
+    eval_episodes: int = 10
+    demos: str | None = None
+    learning_starts: int | None = None
+    utd: int | None = None
+    prior_runs: tuple = ()
+    env_kwargs: dict = field(default_factory=dict)
+    agent: dict = field(default_factory=dict)      # --set, under each network's own options
+
+
+def steps_to(evals: list[dict], threshold: float) -> int | None:
+    """Env steps of the first evaluation with success >= threshold; None if none reached it."""
+    return next((e["step"] for e in evals if e["success_rate"] >= threshold), None)
+
+
+def _run(env: str, name: str, seed: int, learner: Learner, out: str, threshold: float) -> dict:
+    """One training run (top-level: `--jobs` runs it in a worker process)."""
     from robolearn.compose.training import train
+    from robolearn.policies.curves import read_metrics
     from robolearn.policies.train_config import TrainConfig
 
-    rows = []
-    for env in envs:
-        for name in networks:
-            for seed in seeds:
-                run = out / f"{env.split('/')[-1]}-{name}-s{seed}"
-                t0 = time.perf_counter()
-                s = train(TrainConfig(env=env, algo="sac", steps=steps, seed=seed, out=str(run),
-                                      eval_every=eval_every, eval_episodes=eval_episodes,
-                                      agent={**(agent or {}), **NETWORKS[name]},
-                                      env_kwargs=dict(env_kwargs or {}), video=False, progress=False,
-                                      overwrite=True))
-                rows.append({"env": env, "network": name, "seed": seed, "eval_return": s["eval_return"],
-                             "best_eval_return": s.get("best_eval_return"),
-                             "eval_success_rate": s["eval_success_rate"],
-                             "wall_s": round(time.perf_counter() - t0, 1)})
-                print(json.dumps(rows[-1]), flush=True)
+    run = f"{out}/{env.split('/')[-1]}-{name}-s{seed}"
+    t0 = time.perf_counter()
+    s = train(TrainConfig(env=env, algo=learner.algo, steps=learner.steps, seed=seed, out=run,
+                          demos=learner.demos, learning_starts=learner.learning_starts, utd=learner.utd,
+                          eval_every=learner.eval_every, eval_episodes=learner.eval_episodes,
+                          agent={**learner.agent, **NETWORKS[name]}, env_kwargs=dict(learner.env_kwargs),
+                          replay={"prior_runs": list(learner.prior_runs)} if learner.prior_runs else {},
+                          checkpoint_every=0, video=False, progress=False, overwrite=True))
+    evals = [{"step": e["step"], "success_rate": e["success_rate"], "return": round(e["return"], 2)}
+             for e in read_metrics(f"{run}/metrics.jsonl", "eval")]
+    return {"env": env, "network": name, "seed": seed, "eval_return": s["eval_return"],
+            "best_eval_return": s.get("best_eval_return"), "eval_success_rate": s["eval_success_rate"],
+            "steps_to_threshold": steps_to(evals, threshold), "evals": evals,
+            "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _worker_init() -> None:
+    """One torch thread per worker (`--jobs 2` on 2 cores does not oversubscribe)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def learning(envs: list[str], networks: list[str], seeds: list[int], learner: Learner, out: Path,
+             threshold: float = 0.8, jobs: int = 1) -> list[dict]:
+    """Every (env, network, seed) run; `jobs` > 1 runs that many at once in worker processes."""
+    from robolearn.errors import ConfigError
+
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    todo = [(env, name, seed) for env in envs for name in networks for seed in seeds]
+    if jobs == 1:
+        rows = []
+        for t in todo:
+            rows.append(_run(*t, learner, str(out), threshold))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "evals"}), flush=True)
+        return rows
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                             initializer=_worker_init) as pool:
+        futures = [pool.submit(_run, *t, learner, str(out), threshold) for t in todo]
+        rows = []
+        for f in futures:
+            rows.append(f.result())
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "evals"}), flush=True)
     return rows
+
+
+def _mean_reached(rows: list[dict]) -> float | None:
+    reached = [r["steps_to_threshold"] for r in rows if r.get("steps_to_threshold") is not None]
+    return round(float(np.mean(reached)), 1) if reached else None
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -89,6 +149,9 @@ def summarise(rows: list[dict]) -> list[dict]:
                             "eval_return_mean": round(float(np.mean([r["eval_return"] for r in rs])), 2),
                             "eval_return_std": round(float(np.std([r["eval_return"] for r in rs])), 2),
                             "success_mean": round(float(np.nanmean([r["eval_success_rate"] for r in rs])), 3),
+                            # env steps to the threshold; seeds that never reached it are counted apart
+                            "reached_threshold": sum(r.get("steps_to_threshold") is not None for r in rs),
+                            "steps_to_threshold_mean": _mean_reached(rs),
                             "wall_s_mean": round(float(np.mean([r["wall_s"] for r in rs])), 1)})
     return out
 
@@ -106,7 +169,18 @@ def main(argv=None) -> int:
     p.add_argument("--eval-every", type=int, default=5000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--no-learning", action="store_true", help="only the update-cost part")
+    p.add_argument("--no-update-cost", action="store_true",
+                   help="only the learning part (the update cost does not depend on the env)")
     p.add_argument("--speed-steps", type=int, default=60, help="updates timed per network")
+    p.add_argument("--algo", default="sac", help="learner preset of every run (see `robolearn algos`)")
+    p.add_argument("--demos", default=None, help="prior data of every run, e.g. scripted:20 (with --algo rlpd)")
+    p.add_argument("--learning-starts", type=int, default=None, help="random-action env steps (default: the preset's)")
+    p.add_argument("--utd", type=int, default=None, help="updates per env step (default: the preset's)")
+    p.add_argument("--prior-runs", nargs="+", default=[], metavar="PATH",
+                   help="earlier runs' data mixed into every run ([replay] prior_runs, RaE)")
+    p.add_argument("--threshold", type=float, default=0.8,
+                   help="eval success whose first reaching is reported in env steps")
+    p.add_argument("--jobs", type=int, default=1, help="training runs at once (one torch thread each)")
     p.add_argument("--out", default="runs/bench-simba")
     p.add_argument("--json", default=None, help="also write the results as JSON")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -114,12 +188,16 @@ def main(argv=None) -> int:
     add_env_kw_argument(p, note="e.g. --env-kw privileged_obs=true for ArmPush, whose state has no cube pose")
     a = p.parse_args(argv)
     env_kwargs, agent = parse_env_kwargs(a.env_kw), parse_overrides(a.set)
-    res = {"command": "robolearn bench simba " + " ".join(argv or []),
-           "update_cost": update_cost(steps=a.speed_steps)}
-    print(json.dumps({"update_cost": res["update_cost"]}, indent=1), flush=True)
+    res = {"command": "robolearn bench simba " + " ".join(argv or [])}
+    if not a.no_update_cost:
+        res["update_cost"] = update_cost(steps=a.speed_steps)
+        print(json.dumps({"update_cost": res["update_cost"]}, indent=1), flush=True)
     if not a.no_learning:
-        rows = learning(a.envs, a.networks, a.seeds, a.steps, a.eval_every, a.eval_episodes, Path(a.out),
-                        env_kwargs=env_kwargs, agent=agent)
+        learner = Learner(algo=a.algo, steps=a.steps, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
+                          demos=a.demos, learning_starts=a.learning_starts, utd=a.utd,
+                          prior_runs=tuple(a.prior_runs), env_kwargs=env_kwargs, agent=agent)
+        rows = learning(a.envs, a.networks, a.seeds, learner, Path(a.out), threshold=a.threshold, jobs=a.jobs)
+        res["learner"], res["threshold"] = asdict(learner), a.threshold
         res["env_kwargs"], res["agent"] = env_kwargs, agent
         res["runs"], res["summary"] = rows, summarise(rows)
         for r in res["summary"]:
