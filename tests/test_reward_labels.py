@@ -225,6 +225,40 @@ def test_a_retrain_that_produces_nan_keeps_the_model_in_use(tmp_path, versioned,
     assert source.version == "v0000" and score_of(source) == before and np.isfinite(before)
 
 
+def test_a_retrain_that_finds_fewer_successes_keeps_the_model_in_use(tmp_path, versioned, monkeypatch):
+    """The session's retrain that kept precision 1.0 by finding 7 % of the lifts (recall 0.07
+    vs 0.29, docs/bench/finetune/): its held-out F1 fell far below the parent's, so it is refused."""
+    import robolearn.rewards.classifier as C
+
+    meta_path = versioned / "v0000" / "reward.json"
+    meta = json.loads(meta_path.read_text())
+    meta["report"] = {**(meta.get("report") or {}),
+                      "held_out": {"precision": 1.0, "recall": 0.29, "f1": 0.45}}
+    meta_path.write_text(json.dumps(meta))
+    store = labelled_store(tmp_path)
+    real_fit = C.fit_classifier
+
+    def timid_fit(data, cfg=None, out=None, log=print, source=""):
+        reward, report = real_fit(data, cfg, out, log, source)
+        report["held_out"].update(precision=1.0, recall=0.07, f1=0.13)
+        return reward, report
+
+    monkeypatch.setattr(C, "fit_classifier", timid_fit)
+    rec = RetrainWorker(versioned, store, RetrainConfig(every_labels=1, epochs=1)).attempt()
+    assert rec["ok"] is False and "F1 0.130" in rec["reason"] and "0.450" in rec["reason"]
+    assert current_version(versioned) == "v0000" and versions(versioned) == ["v0000"]
+    # within the allowed drop it is published
+    monkeypatch.setattr(C, "fit_classifier", lambda *a, **k: _with_f1(real_fit(*a, **k), 0.40))
+    assert RetrainWorker(versioned, store, RetrainConfig(every_labels=1, epochs=1)).attempt()["ok"]
+    assert current_version(versioned) == "v0001"
+
+
+def _with_f1(fitted, f1):
+    reward, report = fitted
+    report["held_out"]["f1"] = f1
+    return reward, report
+
+
 def test_a_good_retrain_is_swapped_in_at_the_next_episode_only(tmp_path, versioned):
     store = labelled_store(tmp_path)
     source = ReloadingReward(versioned)
