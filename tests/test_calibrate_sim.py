@@ -27,8 +27,10 @@ HIDDEN = 0.3      # x the sim's 5 rad/s: the excitation's fast moves run into it
 
 
 def record_excitation(robot, out, episodes, steps=30, hz=20.0, seed=0):
+    # the emulator runs in this process: under a loaded machine a reply can take longer than a
+    # real bus's 20 ms (it failed so once beside a robot session); 250 ms, as finetune allows it
     env = gym.make("robolearn/ArmReach-v0", backend="real", port=robot.port, obs="state",
-                   action_mode="joint", control_hz=hz, max_episode_steps=steps)
+                   action_mode="joint", control_hz=hz, max_episode_steps=steps, timeout=0.25)
     writer = DatasetWriter(out, env_id="robolearn/ArmReach-v0", control_hz=hz,
                            observation_space=env.observation_space, action_space=env.action_space,
                            obs_mode="state")
