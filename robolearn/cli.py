@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     verb_parser, module = build_verb_parser(verb)
     args = verb_parser.parse_args(argv[1:])
     _ctrl_c_interrupts()
+    _offscreen_rendering()
     try:
         return int(module.run(args) or 0)
     except RobolearnError as exc:
@@ -82,6 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"robolearn {verb}: interrupted", file=sys.stderr)
         return 130
+
+
+def _offscreen_rendering() -> None:
+    """MuJoCo renders offscreen in every verb (eval videos, perception frames, the emulators'
+    cameras) unless the user chose a GL backend: without a display its default (glfw) renders
+    nothing, and an emulated camera then serves no frame. No verb opens a window."""
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
 def _ctrl_c_interrupts() -> None:

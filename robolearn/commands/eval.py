@@ -40,11 +40,6 @@ def check_writable(path: str, flag: str) -> None:
 
 
 def run(args) -> int:
-    import os
-
-    # headless offscreen rendering for the eval video unless the user chose a GL backend
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.policies import evaluation
     from robolearn.policies.checkpoints import load_policy

@@ -78,12 +78,6 @@ def children_config(cfg) -> dict:
 
 
 def run(args) -> int:
-    import os
-
-    # the emulated cameras render offscreen; without a display MuJoCo's default (glfw) renders
-    # nothing and the camera stream serves no frame (the session then fails on its first frame)
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
     from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.errors import ConfigError

@@ -25,10 +25,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import json
-    import os
     from pathlib import Path
 
-    os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
     from tqdm import tqdm
 

@@ -5,7 +5,6 @@ line per episode (return, success, length) and can write an MP4 of `env.render()
 """
 from __future__ import annotations
 
-import os
 import sys
 
 HELP = ("Step a registered env with random / zero / scripted actions, print per-episode return, "
@@ -31,8 +30,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
     import gymnasium as gym
     import numpy as np
 
