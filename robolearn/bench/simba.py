@@ -74,8 +74,11 @@ class Learner:
 
 
 def steps_to(evals: list[dict], threshold: float) -> int | None:
-    """Env steps of the first evaluation with success >= threshold; None if none reached it."""
-    return next((e["step"] for e in evals if e["success_rate"] >= threshold), None)
+    """Env steps of the first evaluation with success >= threshold; None if none reached it
+    (the learners bench's rule, on this bench's eval records)."""
+    from robolearn.bench.learners import steps_to as first_at
+
+    return first_at([(e["step"], e.get("return"), e["success_rate"]) for e in evals], threshold)
 
 
 def _run(env: str, name: str, seed: int, learner: Learner, out: str, threshold: float) -> dict:
