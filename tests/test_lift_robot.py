@@ -447,7 +447,7 @@ def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
     base = open(path).read()
     off = "calibrate_perception = false"
     cases = ((base.replace("calibrate_perception = true", off), "calibrate_perception = true"),
-             (base + '\n[reward]\nmodel = "models/clf"\n', r"may only set device, require_grasp, threshold.*has model"),
+             (base.replace("[reward]", '[reward]\nmodel = "models/clf"'), r"may only set device, require_grasp, threshold.*has model"),
              (base.replace("ArmLift", "ArmPush"), "needs env ArmLift"))
     for i, (text, msg) in enumerate(cases):
         f = tmp_path / f"l{i}.toml"
@@ -456,7 +456,7 @@ def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
             load_launch(f)
     # the classifier's options may sit beside calibrate_reward (the grasp check, a threshold)
     f = tmp_path / "grasp.toml"
-    f.write_text(base + '\n[reward]\nrequire_grasp = true\nthreshold = 0.7\n')
+    f.write_text(base.replace("require_grasp = true", "require_grasp = true\nthreshold = 0.7"))
     assert load_launch(f).reward == {"require_grasp": True, "threshold": 0.7}
 
 

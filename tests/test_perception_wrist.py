@@ -252,7 +252,7 @@ def test_wrist_finetune_launch_file_loads_with_both_cameras():
     from robolearn.policies.perception import camera_names
     from robolearn.runtime.config import load_launch
 
-    cfg = load_launch("launch/finetune_arm_lift_wrist_real.toml")
+    cfg = load_launch("launch/finetune_arm_lift_real.toml")
     ft = cfg.finetune
     assert ft.calibrate_arm and ft.calibrate_perception and ft.calibrate_reward
     assert set(camera_names(cfg.env_kwargs)) == {"front", "wrist"}        # finder + policy localiser
