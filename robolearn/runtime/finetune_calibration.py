@@ -108,7 +108,12 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     save_frames(frames, out / "frames.npz")
     report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
-    if cfg.finetune.calibrate_reward:
+    if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
+        # push: the task's own reward at the cube finder's position (rewards/push_camera.py)
+        cfg.reward = {"kind": "cube_finder", "model": str(out / "cube_finder"), "where": "env"}
+        report["push_reward"] = {"kind": "cube_finder", "model": str(out / "cube_finder"),
+                                 "heldout_error_m": report["cube_finder"].get("heldout_error_m")}
+    elif cfg.finetune.calibrate_reward:
         report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
                                                                 pc, camera=cam_name, log=log)
         # the launch file's other [reward] options (require_grasp, threshold) stay
