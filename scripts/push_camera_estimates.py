@@ -31,20 +31,58 @@ def fit_sim_finder(env, n: int = 80, seed: int = 0):
     return CubeFinder.fit(images, xy, camera="front", heldout=held)
 
 
+def apply_reality(env, name: str) -> None:
+    """The reality's model parameters in the sim, and the front camera's frames through JPEG."""
+    import dataclasses
+
+    import cv2
+
+    from robolearn.drivers.reality import apply_arm_model, load_reality
+
+    reality = load_reality(name)
+    apply_arm_model(env.unwrapped.sim, reality)
+    cam = env.unwrapped.backend.cameras["front"]
+    read, q = cam.read, reality.camera.quality
+
+    def jpeg_read():
+        f = read()
+        ok, buf = cv2.imencode(".jpg", cv2.cvtColor(np.ascontiguousarray(f.image), cv2.COLOR_RGB2BGR),
+                               [cv2.IMWRITE_JPEG_QUALITY, q])
+        return dataclasses.replace(f, image=cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+
+    cam.read = jpeg_read
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--localiser", default=None)
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--noise", type=float, default=0.4, help="std of the noisy-scripted episodes' action noise")
+    p.add_argument("--policy", default=None,
+                   help="a run folder: its deterministic policy drives the episodes instead of the scripted pusher "
+                        "(its env, with its localiser, reads the same camera frames)")
+    p.add_argument("--reality", default=None,
+                   help="a reality file's arm and camera (e.g. hard: the camera moved, turned, wider, tinted, "
+                        "dimmer; heavier, softer, slower servos) applied to the sim, and every frame through "
+                        "JPEG at the reality's quality, as the emulator's MJPEG stream serves it")
     a = p.parse_args()
     from robolearn.policies.perception import Localiser
     from robolearn.rewards.push_camera import CubeFinderPushReward
     from robolearn.tasks.arm import push_reward
 
     t0 = time.time()
-    env = gym.make("robolearn/ArmPush-v0", obs="both", camera="front", privileged_obs=True)
+    if a.policy:
+        from robolearn.policies.checkpoints import load_policy
+
+        policy, env, _ = load_policy(a.policy, env_kwargs={"camera": "front", "privileged_obs": True})
+        modes = ("policy",)
+    else:
+        env = gym.make("robolearn/ArmPush-v0", obs="both", camera="front", privileged_obs=True)
+        modes = ("scripted", "noisy")
+    if a.reality:
+        apply_reality(env, a.reality)
     loc = Localiser.load(a.localiser) if a.localiser else None
-    out: dict = {"episodes": a.episodes, "localiser": a.localiser}
+    out: dict = {"episodes": a.episodes, "localiser": a.localiser, "reality": a.reality, "policy": a.policy}
     try:
         finder = fit_sim_finder(env)
         out["finder_fit"] = finder.report
@@ -54,7 +92,7 @@ def main() -> int:
         task = env.unwrapped.task
         ctrl = env.unwrapped.scripted_controller()
         rng = np.random.default_rng(0)
-        for mode in ("scripted", "noisy"):
+        for mode in modes:
             err, seen, dr, loc_err = [], [], [], []
             conf = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
             ep_stats = {"fired": 0, "fired_true": 0, "true_any": 0, "true_any_fired": 0}
@@ -62,9 +100,10 @@ def main() -> int:
             for ep in range(a.episodes):
                 obs, _ = env.reset(seed=100 + ep)
                 ctrl.reset()
+                truth_any = False
                 fired = truth_any = False
                 while True:
-                    act = np.asarray(ctrl.act(obs), np.float64)
+                    act = np.asarray(policy(obs) if mode == "policy" else ctrl.act(obs), np.float64)
                     if mode == "noisy":
                         act = act + rng.normal(0, a.noise, act.shape)
                     obs, r_cam, term, trunc, info = env.step(np.clip(act, -1, 1).astype(np.float32))

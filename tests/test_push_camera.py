@@ -269,3 +269,50 @@ def test_a_robots_push_goal_is_drawn_around_the_cube_the_reset_saw():
     _T.cube_seen_xy = None                 # no look: the region's centre, as before
     g = ArmPush.sample_goal(_T(), rng)
     assert 0.06 - 1e-9 <= np.linalg.norm(g[:2] - np.array([0.22, 0.0])) <= 0.12 + 1e-9
+
+
+def test_the_finder_estimate_holds_the_last_sighting_flagged_and_forgets_it_at_reset():
+    from robolearn.policies.finder_estimate import FinderEstimate
+
+    finder = _FixedFinder((0.25, -0.05))
+    est = FinderEstimate(finder)
+    img = np.zeros((84, 84, 3), np.uint8)
+    assert est.predict(img).tolist() == pytest.approx([0.25, -0.05, 1.0])
+    finder.xy = None                                           # occluded: the last sighting, seen = 0
+    assert est.predict(img).tolist() == pytest.approx([0.25, -0.05, 0.0])
+    est.reset()                                                # a new episode: no sighting yet
+    assert est.predict(img).tolist() == pytest.approx([0.22, 0.0, 0.0])   # the start region's centre
+    assert (est.seen, est.not_seen) == (1, 2)
+    assert est.predict(np.stack([img, img])).shape == (2, 3)
+
+
+def test_perception_can_be_a_cube_finder_fitted_in_sim(tmp_path, capsys):
+    """`robolearn perception fit-finder` writes a finder that `perception = DIR` turns into the
+    policy's (x, y, seen) estimate: close to the sim's cube on a scripted push."""
+    from robolearn import cli
+    from robolearn.policies.env_building import make_env
+
+    out = tmp_path / "finder"
+    assert cli.main(["perception", "fit-finder", "--env", PUSH, "--out", str(out), "--frames", "40"]) == 0
+    capsys.readouterr()
+    assert cli.main(["perception", "fit-finder", "--env", PUSH, "--out", str(out)]) == 2
+    assert "already holds a cube finder" in capsys.readouterr().err
+    assert cli.main(["perception", "fit-finder", "--env", PUSH, "--camera", "wrist", "--out", str(tmp_path / "w")]) == 2
+    assert "fixed to the world" in capsys.readouterr().err and not (tmp_path / "w").exists()
+    env = make_env(PUSH, "state", env_kwargs={"perception": str(out), "privileged_obs": True})
+    try:
+        assert env.observation_space["state"].shape == (17 + 3,)
+        obs, _ = env.reset(seed=7)
+        ctrl = env.unwrapped.scripted_controller()
+        ctrl.reset()
+        errs = []
+        for _ in range(25):
+            s = obs["state"]
+            if s[-1] == 1.0:
+                errs.append(float(np.linalg.norm(s[-3:-1] - obs["privileged"][3:5])))
+            obs, _, term, trunc, _ = env.step(ctrl.act(obs))
+            if term or trunc:
+                break
+        assert len(errs) >= 5 and np.mean(errs) < 0.012, errs
+    finally:
+        env.close()

@@ -61,9 +61,12 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     perception = kw.pop("perception", None)
     kw.pop("cube_finder", None)                  # made here
     camera = kw.get("camera")
+    from robolearn.policies.finder_estimate import is_finder_dir
     from robolearn.policies.perception import Localiser, camera_names
 
-    loc = Localiser.load(perception) if perception else None
+    # the policy's estimate is the cube finder itself (push): the one fitted here replaces the sim's
+    finder_policy = bool(perception) and is_finder_dir(perception)
+    loc = Localiser.load(perception) if perception and not finder_policy else None
     # the cube finder and the success classifier look through the fixed front camera (a
     # homography of the table needs a camera that does not move); the policy's localiser
     # through its own camera (the wrist's: its frames are kept beside the front's, with the
@@ -107,7 +110,8 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     out = Path(run_dir) / "perception_calibration"
     out.mkdir(parents=True, exist_ok=True)
     save_frames(frames, out / "frames.npz")
-    report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
+    report = calibrate_localisers(frames, None if finder_policy else perception, out, cfg.env, pc,
+                                  camera=cam_name, log=log)
     if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
         # push: the task's own reward at the cube finder's position (rewards/push_camera.py)
         cfg.reward = {"kind": "cube_finder", "model": str(out / "cube_finder"), "where": "env"}
@@ -118,7 +122,9 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
                                                                 pc, camera=cam_name, log=log)
         # the launch file's other [reward] options (require_grasp, threshold) stay
         cfg.reward = {**cfg.reward, "model": str(out / "success_classifier"), "where": "env"}
-    if perception:
+    if finder_policy:
+        cfg.env_kwargs["perception"] = str(out / "cube_finder")
+    elif perception:
         cfg.env_kwargs["perception"] = str(out / "perception")
     cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
     return {"out": str(out), **stats, **report}
