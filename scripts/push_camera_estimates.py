@@ -58,6 +58,8 @@ def main() -> int:
     p.add_argument("--localiser", default=None)
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--noise", type=float, default=0.4, help="std of the noisy-scripted episodes' action noise")
+    p.add_argument("--whole-share", type=float, default=None,
+                   help="the reward's whole-cube test (default rewards/push_camera.py WHOLE_SHARE; 0: off)")
     p.add_argument("--policy", default=None,
                    help="a run folder: its deterministic policy drives the episodes instead of the scripted pusher "
                         "(its env, with its localiser, reads the same camera frames)")
@@ -86,7 +88,16 @@ def main() -> int:
     try:
         finder = fit_sim_finder(env)
         out["finder_fit"] = finder.report
-        src = CubeFinderPushReward(finder)
+        if a.policy:
+            from robolearn.policies.finder_estimate import FinderEstimate
+            from robolearn.policies.perception import find_localiser
+
+            est = find_localiser(env)
+            out["policy_estimate"] = "cube_finder" if isinstance(est, FinderEstimate) else "localiser"
+            if isinstance(est, FinderEstimate):
+                est.finder = finder    # refitted on this camera, as the session's camera calibration does
+        src = CubeFinderPushReward(finder) if a.whole_share is None else CubeFinderPushReward(finder, a.whole_share)
+        out["whole_share"] = src.whole_share
         src.bind(env.unwrapped)
         env.unwrapped.reward_source = src     # as on the robot: the finder's success ends an episode
         task = env.unwrapped.task

@@ -27,7 +27,7 @@ class _FixedFinder:
         self.xy = xy
         self.images = 0
 
-    def estimate(self, image):
+    def estimate(self, image, whole_share=0.0):
         from robolearn.policies.cube_finder import CubeNotSeenError
 
         assert image.shape == (84, 84, 3)
@@ -316,3 +316,26 @@ def test_perception_can_be_a_cube_finder_fitted_in_sim(tmp_path, capsys):
         assert len(errs) >= 5 and np.mean(errs) < 0.012, errs
     finally:
         env.close()
+
+
+def test_a_partly_hidden_cube_is_not_a_sighting_for_the_reward():
+    """The arm in front of part of the cube pulls the blob's centre off it: for the reward
+    (whole_share) such a blob is "not seen"; the whole cube, and the plain finder, still answer."""
+    from robolearn.policies.cube_finder import CubeFinder, CubeNotSeenError, render_look_frames
+
+    env = _push_env()
+    try:
+        images, xy = render_look_frames(env, 30, np.random.default_rng(1))
+    finally:
+        env.close()
+    finder = CubeFinder.fit(images[:24], xy[:24], camera="front")
+    assert len(finder.area_fit) == 3
+    img = images[27].copy()
+    assert np.linalg.norm(finder.estimate(img, whole_share=0.7) - xy[27]) < 0.006
+    vs, us = np.nonzero(finder.rule.mask(img))
+    assert len(vs) >= 6
+    cover = us <= np.median(us)                       # hide the left half of the blob
+    img[vs[cover], us[cover]] = (90, 90, 90)
+    finder.estimate(img)                               # the plain finder still answers ...
+    with pytest.raises(CubeNotSeenError, match="only part of the cube"):
+        finder.estimate(img, whole_share=0.7)          # ... the reward's does not

@@ -9,7 +9,8 @@ the session's camera calibration fits, ~7 mm held-out on the emulated hard robot
 here is the simulator task's own (`robolearn.tasks.arm.push_reward`) at the finder's position,
 and nothing is learned that a policy could fool.
 
-A frame where the finder sees no cube (the arm in front of it, the cube pushed off the table)
+A frame where the finder sees no cube, or only part of it (the arm in front of it, the cube pushed
+off the table)
 gives a MISSING reward (NaN), never a made-up number: the env flags the step
 (`info["reward_missing"]`), the learner drops it, and the session report counts it
 (`reward_missing_steps`); such a step is never a success. `not_seen` counts them here.
@@ -25,17 +26,22 @@ from robolearn.rewards.base import MISSING, RewardModelError, camera_images
 
 log = logging.getLogger(__name__)
 
+#: a blob under this share of the whole cube's area (the arm in front of part of it) is not a
+#: sighting for the reward: its centre is pulled off the cube (policies/cube_finder.py)
+WHOLE_SHARE = 0.7
+
 
 class CubeFinderPushReward:
     """`(reward, success)` of ArmPush from one frame of the finder's camera (`bind(env)` first:
     the env's task gives the goal and the measured grasp point, its backend the camera)."""
 
-    def __init__(self, finder):
+    def __init__(self, finder, whole_share: float = WHOLE_SHARE):
         from robolearn.policies.cube_finder import CubeFinder
 
         if isinstance(finder, (str, Path)):
             finder = CubeFinder.load(finder)
         self.finder = finder
+        self.whole_share = float(whole_share)
         self.cameras = [finder.camera]
         self.env = None
         self.not_seen = 0
@@ -69,7 +75,7 @@ class CubeFinderPushReward:
         cam = self.finder.camera
         image = camera_images(obs, [cam], tuple(self.finder.image_shape), self.env)[cam]
         try:
-            xy = self.finder.estimate(image)
+            xy = self.finder.estimate(image, whole_share=self.whole_share)
         except CubeNotSeenError:
             self.not_seen += 1
             self.last_xy = None
