@@ -60,6 +60,8 @@ def main() -> int:
     p.add_argument("--noise", type=float, default=0.4, help="std of the noisy-scripted episodes' action noise")
     p.add_argument("--whole-share", type=float, default=None,
                    help="the reward's whole-cube test (default rewards/push_camera.py WHOLE_SHARE; 0: off)")
+    p.add_argument("--margin", type=float, default=None,
+                   help="the reward's success margin inside the 3 cm (m; default rewards/push_camera.py SUCCESS_MARGIN)")
     p.add_argument("--policy", default=None,
                    help="a run folder: its deterministic policy drives the episodes instead of the scripted pusher "
                         "(its env, with its localiser, reads the same camera frames)")
@@ -96,8 +98,12 @@ def main() -> int:
             out["policy_estimate"] = "cube_finder" if isinstance(est, FinderEstimate) else "localiser"
             if isinstance(est, FinderEstimate):
                 est.finder = finder    # refitted on this camera, as the session's camera calibration does
-        src = CubeFinderPushReward(finder) if a.whole_share is None else CubeFinderPushReward(finder, a.whole_share)
-        out["whole_share"] = src.whole_share
+        src = CubeFinderPushReward(finder)
+        if a.margin is not None:
+            src.success_margin = a.margin
+        if a.whole_share is not None:
+            src.whole_share = a.whole_share
+        out["whole_share"], out["success_margin"] = src.whole_share, src.success_margin
         src.bind(env.unwrapped)
         env.unwrapped.reward_source = src     # as on the robot: the finder's success ends an episode
         task = env.unwrapped.task

@@ -247,7 +247,7 @@ def test_push_launch_files_load():
     assert ft.reality == "hard" and ft.prior_data.startswith("sim:")
     assert camera_names(cfg.env_kwargs) == ["front"]                 # finder (reset + reward) and localiser
     assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
-    assert ft.checkpoint == "runs/push-perception"
+    assert ft.checkpoint == "runs/push-perception" and cfg.env_kwargs["perception"] == "models/push-finder"
     train = load_train_config("launch/sim_arm_push_perception.toml")
     assert train.env == PUSH and train.algo == "rlpd" and train.demos == "scripted:20"
     assert train.env_kwargs["perception"] == cfg.env_kwargs["perception"]
@@ -339,3 +339,26 @@ def test_a_partly_hidden_cube_is_not_a_sighting_for_the_reward():
     finder.estimate(img)                               # the plain finder still answers ...
     with pytest.raises(CubeNotSeenError, match="only part of the cube"):
         finder.estimate(img, whole_share=0.7)          # ... the reward's does not
+
+
+def test_the_session_uses_the_robot_fitted_finder_for_policy_reward_and_resets(tmp_path):
+    from types import SimpleNamespace
+
+    from robolearn.runtime.finetune_calibration import use_calibration
+
+    out = tmp_path / "RUN" / "perception_calibration"
+    sim_finder = tmp_path / "sim_finder"
+    sim_finder.mkdir()
+    (sim_finder / "cube_finder.json").write_text("{}")
+    cfg = SimpleNamespace(env=PUSH, reward={}, finetune=SimpleNamespace(calibrate_reward=True),
+                          env_kwargs={"perception": str(sim_finder)})
+    rep = use_calibration(cfg, out, str(sim_finder))
+    assert cfg.env_kwargs["perception"] == cfg.env_kwargs["cube_finder"] == str(out / "cube_finder")
+    assert cfg.reward == {"kind": "cube_finder", "model": str(out / "cube_finder"), "where": "env"}
+    assert rep["push_reward"]["kind"] == "cube_finder"
+    # a localiser policy gets the localiser tuned on the robot's frames; lift the classifier
+    cfg = SimpleNamespace(env="robolearn/ArmLift-v0", reward={"require_grasp": True},
+                          finetune=SimpleNamespace(calibrate_reward=True), env_kwargs={})
+    use_calibration(cfg, out, "models/lift-perception")
+    assert cfg.env_kwargs["perception"] == str(out / "perception")
+    assert cfg.reward == {"require_grasp": True, "model": str(out / "success_classifier"), "where": "env"}

@@ -29,19 +29,24 @@ log = logging.getLogger(__name__)
 #: a blob under this share of the whole cube's area (the arm in front of part of it) is not a
 #: sighting for the reward: its centre is pulled off the cube (policies/cube_finder.py)
 WHOLE_SHARE = 0.7
+#: the reward's success: the camera puts the cube this much inside the task's 3 cm (m): about the
+#: finder's 90th-percentile error, so a success it reports is a true one (measured on a push
+#: policy's episodes in sim: precision 0.94 -> 1.00 plain, 0.88 -> 1.00 with the hard camera)
+SUCCESS_MARGIN = 0.005
 
 
 class CubeFinderPushReward:
     """`(reward, success)` of ArmPush from one frame of the finder's camera (`bind(env)` first:
     the env's task gives the goal and the measured grasp point, its backend the camera)."""
 
-    def __init__(self, finder, whole_share: float = WHOLE_SHARE):
+    def __init__(self, finder, whole_share: float = WHOLE_SHARE, success_margin: float = SUCCESS_MARGIN):
         from robolearn.policies.cube_finder import CubeFinder
 
         if isinstance(finder, (str, Path)):
             finder = CubeFinder.load(finder)
         self.finder = finder
         self.whole_share = float(whole_share)
+        self.success_margin = float(success_margin)
         self.cameras = [finder.camera]
         self.env = None
         self.not_seen = 0
@@ -65,7 +70,7 @@ class CubeFinderPushReward:
 
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
         from robolearn.policies.cube_finder import CubeNotSeenError
-        from robolearn.sim.arm_workspace import CUBE_HALF
+        from robolearn.sim.arm_workspace import CUBE_HALF, PUSH_RADIUS
         from robolearn.tasks.arm import push_reward
 
         if self.env is None:
@@ -85,5 +90,7 @@ class CubeFinderPushReward:
             return MISSING, False
         self.last_xy = xy
         task = self.env.task
-        reward, success, _ = push_reward((xy[0], xy[1], CUBE_HALF), task.ee_pos, task.goal)
+        reward, success, d_goal = push_reward((xy[0], xy[1], CUBE_HALF), task.ee_pos, task.goal)
+        if self.success_margin:
+            success = d_goal < PUSH_RADIUS - self.success_margin
         return reward, success

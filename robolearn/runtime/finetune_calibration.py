@@ -112,19 +112,31 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     save_frames(frames, out / "frames.npz")
     report = calibrate_localisers(frames, None if finder_policy else perception, out, cfg.env, pc,
                                   camera=cam_name, log=log)
-    if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
-        # push: the task's own reward at the cube finder's position (rewards/push_camera.py)
-        cfg.reward = {"kind": "cube_finder", "model": str(out / "cube_finder"), "where": "env"}
-        report["push_reward"] = {"kind": "cube_finder", "model": str(out / "cube_finder"),
-                                 "heldout_error_m": report["cube_finder"].get("heldout_error_m")}
-    elif cfg.finetune.calibrate_reward:
+    if cfg.finetune.calibrate_reward and "ArmLift" in cfg.env:
         report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
                                                                 pc, camera=cam_name, log=log)
-        # the launch file's other [reward] options (require_grasp, threshold) stay
-        cfg.reward = {**cfg.reward, "model": str(out / "success_classifier"), "where": "env"}
-    if finder_policy:
-        cfg.env_kwargs["perception"] = str(out / "cube_finder")
-    elif perception:
-        cfg.env_kwargs["perception"] = str(out / "perception")
-    cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
+    report.update(use_calibration(cfg, out, perception))
     return {"out": str(out), **stats, **report}
+
+
+def use_calibration(cfg, out: Path, perception) -> dict:
+    """Point the session at the camera calibration's files in `out`: the resets' cube finder; the
+    policy's estimate (a localiser: the one tuned on robot frames; the sim's cube finder: the one
+    fitted on the robot); the reward with calibrate_reward (lift: the success classifier trained
+    there; push: the task's reward at the cube finder's position, rewards/push_camera.py)."""
+    from robolearn.policies.finder_estimate import is_finder_dir
+
+    report = {}
+    finder = str(Path(out) / "cube_finder")
+    if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
+        cfg.reward = {"kind": "cube_finder", "model": finder, "where": "env"}
+        report["push_reward"] = {"kind": "cube_finder", "model": finder}
+    elif cfg.finetune.calibrate_reward:
+        # the launch file's other [reward] options (require_grasp, threshold) stay
+        cfg.reward = {**cfg.reward, "model": str(Path(out) / "success_classifier"), "where": "env"}
+    if perception and is_finder_dir(perception):
+        cfg.env_kwargs["perception"] = finder
+    elif perception:
+        cfg.env_kwargs["perception"] = str(Path(out) / "perception")
+    cfg.env_kwargs["cube_finder"] = finder
+    return report
