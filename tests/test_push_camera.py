@@ -362,3 +362,32 @@ def test_the_session_uses_the_robot_fitted_finder_for_policy_reward_and_resets(t
     use_calibration(cfg, out, "models/lift-perception")
     assert cfg.env_kwargs["perception"] == str(out / "perception")
     assert cfg.reward == {"require_grasp": True, "model": str(out / "success_classifier"), "where": "env"}
+
+
+def test_a_cube_held_in_the_gripper_is_a_missing_reward():
+    """Closed on something (measured open, commanded closed): the cube is off the table, where
+    the table homography cannot place it; the finder is not even asked."""
+    from types import SimpleNamespace
+
+    from robolearn.rewards.push_camera import CubeFinderPushReward
+
+    task = SimpleNamespace(name="push", spec=SimpleNamespace(gripper_closed=0.0, gripper_open=1.6),
+                           measured_gripper=1.35, gripper_cmd=0.0, ee_pos=np.array([0.2, 0.0, 0.08]),
+                           goal=np.array([0.25, 0.05, CUBE_HALF]))
+    env = SimpleNamespace(task=task, backend=SimpleNamespace(cameras={"front": None}))
+    finder = _FixedFinder((0.25, 0.05))
+    src = CubeFinderPushReward(finder)
+    src.bind(env)
+    obs = {"front": np.zeros((84, 84, 3), np.uint8)}
+    src.reset()
+    r, s = src(obs, {})                           # the first step: still closing, for all it knows
+    assert np.isfinite(r) and finder.images == 1
+    task.measured_gripper = 1.34                  # stopped short of closed: holding the cube
+    r, s = src(obs, {})
+    assert math.isnan(r) and not s and src.in_hand == 1 and finder.images == 1
+    task.measured_gripper = 0.8                   # moving (a slow servo still closing): not a hold
+    assert np.isfinite(src(obs, {})[0])
+    task.measured_gripper = 0.02
+    src(obs, {})
+    r, s = src(obs, {})                           # closed on nothing: the cube is on the table
+    assert np.isfinite(r) and s and finder.images == 4

@@ -10,10 +10,11 @@ here is the simulator task's own (`robolearn.tasks.arm.push_reward`) at the find
 and nothing is learned that a policy could fool.
 
 A frame where the finder sees no cube, or only part of it (the arm in front of it, the cube pushed
-off the table)
+off the table), or where the gripper holds the cube (off the table: the homography cannot place
+it)
 gives a MISSING reward (NaN), never a made-up number: the env flags the step
 (`info["reward_missing"]`), the learner drops it, and the session report counts it
-(`reward_missing_steps`); such a step is never a success. `not_seen` counts them here.
+(`reward_missing_steps`); such a step is never a success. `not_seen` and `in_hand` count them here.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ WHOLE_SHARE = 0.7
 #: finder's 90th-percentile error, so a success it reports is a true one (measured on a push
 #: policy's episodes in sim: precision 0.94 -> 1.00 plain, 0.88 -> 1.00 with the hard camera)
 SUCCESS_MARGIN = 0.005
+#: rad per control step: a gripper moving less than this has stopped (closed on something, or done)
+GRIPPER_AT_REST = 0.03
 
 
 class CubeFinderPushReward:
@@ -50,8 +53,10 @@ class CubeFinderPushReward:
         self.cameras = [finder.camera]
         self.env = None
         self.not_seen = 0
+        self.in_hand = 0
         self.calls = 0
         self.last_xy: np.ndarray | None = None
+        self._gripper: float | None = None
 
     def bind(self, env) -> None:
         task = getattr(env, "task", None)
@@ -67,6 +72,20 @@ class CubeFinderPushReward:
 
     def reset(self) -> None:
         self.last_xy = None
+        self._gripper = None
+
+    def _holds(self, task) -> bool:
+        """The gripper closed on something (rewards/grasp_check.py) and at rest (not still
+        closing, which a slow servo takes several steps to do): a push policy that grasps and
+        carries the cube (seen in sim with the hard reality: the finder then put a lifted cube
+        29-95 mm off, and fired a false success)."""
+        from robolearn.rewards.grasp_check import gripper_holds
+
+        spec = task.spec
+        g = float(task.measured_gripper)
+        prev, self._gripper = self._gripper, g
+        return (prev is not None and abs(g - prev) < GRIPPER_AT_REST
+                and gripper_holds(g, task.gripper_cmd, float(spec.gripper_closed), float(spec.gripper_open)))
 
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
         from robolearn.policies.cube_finder import CubeNotSeenError
@@ -77,6 +96,11 @@ class CubeFinderPushReward:
             raise RewardModelError("the cube-finder push reward reads the env's goal and arm: bind(env) first "
                                    "(gymnasium.make(..., reward_source=...) does)")
         self.calls += 1
+        task = self.env.task
+        if self._holds(task):   # the cube in the hand is off the table: the homography cannot place it
+            self.in_hand += 1
+            self.last_xy = None
+            return MISSING, False
         cam = self.finder.camera
         image = camera_images(obs, [cam], tuple(self.finder.image_shape), self.env)[cam]
         try:
@@ -89,7 +113,6 @@ class CubeFinderPushReward:
                             "(reward missing on those steps)", self.not_seen, self.calls)
             return MISSING, False
         self.last_xy = xy
-        task = self.env.task
         reward, success, d_goal = push_reward((xy[0], xy[1], CUBE_HALF), task.ee_pos, task.goal)
         if self.success_margin:
             success = d_goal < PUSH_RADIUS - self.success_margin
