@@ -1,10 +1,13 @@
-"""`robolearn perception train --env ID --out DIR`: a frozen object localiser from randomised renders."""
+"""`robolearn perception train --env ID --out DIR`: a frozen object localiser from randomised renders;
+`robolearn perception fit-finder --env ID --out DIR`: the cube finder's table homography on sim renders."""
 from __future__ import annotations
 
 HELP = ("Pretrain perception in simulation: render domain-randomised frames, train a small conv "
         "localiser to predict the cube position (privileged sim truth), save it to DIR. Use it "
         "with env_kwargs perception = \"DIR\": the localiser's 3-number cube estimate is appended "
-        "to the state vector instead of an image. See docs/perception.md.")
+        "to the state vector instead of an image. `fit-finder`: a cube finder (red blob -> table "
+        "homography) fitted on sim renders, the same env option (push: docs/perception.md, \"Push "
+        "from the camera\"). See docs/perception.md.")
 
 
 def add_arguments(parser) -> None:
