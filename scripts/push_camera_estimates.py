@@ -31,15 +31,20 @@ def fit_sim_finder(env, n: int = 80, seed: int = 0):
     return CubeFinder.fit(images, xy, camera="front", heldout=held)
 
 
-def apply_reality(env, name: str) -> None:
-    """The reality's model parameters in the sim, and the front camera's frames through JPEG."""
+def apply_reality(env, name: str, part: str = "both") -> None:
+    """The reality's model parameters in the sim, and the front camera's frames through JPEG
+    (`part`: "arm" keeps the nominal camera, "camera" the nominal arm)."""
     import dataclasses
 
     import cv2
 
-    from robolearn.drivers.reality import apply_arm_model, load_reality
+    from robolearn.drivers.reality import ArmReality, CameraReality, apply_arm_model, load_reality
 
     reality = load_reality(name)
+    if part == "arm":
+        reality = dataclasses.replace(reality, camera=CameraReality(quality=reality.camera.quality))
+    elif part == "camera":
+        reality = dataclasses.replace(reality, arm=ArmReality())
     apply_arm_model(env.unwrapped.sim, reality)
     cam = env.unwrapped.backend.cameras["front"]
     read, q = cam.read, reality.camera.quality
@@ -58,6 +63,8 @@ def main() -> int:
     p.add_argument("--localiser", default=None)
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--noise", type=float, default=0.4, help="std of the noisy-scripted episodes' action noise")
+    p.add_argument("--reality-part", choices=("both", "arm", "camera"), default="both",
+                   help="with --reality: only its arm physics, or only its camera (default both)")
     p.add_argument("--whole-share", type=float, default=None,
                    help="the reward's whole-cube test (default rewards/push_camera.py WHOLE_SHARE; 0: off)")
     p.add_argument("--margin", type=float, default=None,
@@ -84,9 +91,10 @@ def main() -> int:
         env = gym.make("robolearn/ArmPush-v0", obs="both", camera="front", privileged_obs=True)
         modes = ("scripted", "noisy")
     if a.reality:
-        apply_reality(env, a.reality)
+        apply_reality(env, a.reality, a.reality_part)
     loc = Localiser.load(a.localiser) if a.localiser else None
-    out: dict = {"episodes": a.episodes, "localiser": a.localiser, "reality": a.reality, "policy": a.policy}
+    out: dict = {"episodes": a.episodes, "localiser": a.localiser, "reality": a.reality,
+                 "reality_part": a.reality_part if a.reality else None, "policy": a.policy}
     try:
         finder = fit_sim_finder(env)
         out["finder_fit"] = finder.report
