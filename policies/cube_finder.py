@@ -117,6 +117,9 @@ class CubeFinder:
     look_q: list = field(default_factory=lambda: list(LOOK_Q))
     rule: ColourRule = field(default_factory=ColourRule)
     report: dict = field(default_factory=dict)
+    #: the whole cube's blob area (pixels) where it lies, a + b x + c y, fitted on the look-pose
+    #: frames (nothing in front of the cube there); [] in files fitted before it: no check
+    area_fit: list = field(default_factory=list)
     source: str = ""
 
     @classmethod
@@ -126,12 +129,13 @@ class CubeFinder:
         `heldout`: a mask of frames kept out of the fit, for the report's error."""
         rule = rule or ColourRule()
         heldout = np.zeros(len(images), bool) if heldout is None else np.asarray(heldout, bool)
-        uv, ok = [], []
+        uv, ok, area = [], [], []
         for img in images:
             c = blob_centre(img, rule)
             uv.append(c[0] if c else (np.nan, np.nan))
+            area.append(c[1] if c else 0)
             ok.append(c is not None)
-        uv, ok, xy = np.asarray(uv), np.asarray(ok), np.asarray(xy, float)
+        uv, ok, xy, area = np.asarray(uv), np.asarray(ok), np.asarray(xy, float), np.asarray(area, float)
         use = ok & ~heldout
         if use.sum() < 6:
             raise ConfigError(f"the cube was seen in only {int(use.sum())} of {len(images)} calibration "
@@ -152,10 +156,24 @@ class CubeFinder:
             report["heldout_points"] = int(val.sum())
             report["heldout_error_m"] = float(np.linalg.norm(apply_homography(h, uv[val]) - xy[val],
                                                              axis=1).mean())
+        design = np.c_[np.ones(int(use.sum())), xy[use]]
+        area_fit = np.linalg.lstsq(design, area[use], rcond=None)[0]
+        report["area_fit_error_px"] = float(np.abs(design @ area_fit - area[use]).mean())
         return cls(camera=camera, image_shape=list(images.shape[1:]), homography=h.tolist(), rule=rule,
-                   report=report)
+                   report=report, area_fit=area_fit.tolist())
 
-    def estimate(self, image: np.ndarray) -> np.ndarray:
+    def expected_area(self, xy) -> float | None:
+        """The whole cube's blob area (pixels) at table point `xy` (None: not fitted)."""
+        if len(self.area_fit) != 3:
+            return None
+        a, b, c = self.area_fit
+        return float(a + b * xy[0] + c * xy[1])
+
+    def estimate(self, image: np.ndarray, whole_share: float = 0.0) -> np.ndarray:
+        """The cube's (x, y) in m. `whole_share` > 0: a blob smaller than that share of the whole
+        cube's area at its position is "not seen" (the arm hides part of the cube and pulls the
+        blob's centre off it: 12-19 mm errors under 10 px against 2-3 mm for a whole one, measured
+        on a push policy's episodes in sim)."""
         if tuple(image.shape) != tuple(self.image_shape):
             raise ConfigError(f"cube finder {self.source or ''} was fitted on {tuple(self.image_shape)} "
                               f"images, the camera gives {tuple(image.shape)}; set image_size to match")
@@ -166,7 +184,13 @@ class CubeFinder:
         if c is None:
             raise CubeNotSeenError(f"the camera ({self.camera}) does not see the cube on the table "
                                    "within the arm's reach")
-        return apply_homography(h, c[0])[0]
+        xy = apply_homography(h, c[0])[0]
+        if whole_share > 0:
+            full = self.expected_area(xy)
+            if full is not None and c[1] < whole_share * full:
+                raise CubeNotSeenError(f"the camera ({self.camera}) sees only part of the cube ({c[1]} of "
+                                       f"~{full:.0f} pixels): something is in front of it")
+        return xy
 
     def locate(self, camera, frames: int = 3) -> np.ndarray:
         """Cube (x, y) in m: the median over `frames` reads of `camera` (sim or OpenCV)."""

@@ -179,6 +179,11 @@ class PerceptionFeatures(gym.ObservationWrapper):
         spaces["state"] = gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
         self.observation_space = gym.spaces.Dict(spaces)
 
+    def reset(self, **kwargs):
+        if hasattr(self.localiser, "reset"):   # an estimator with memory (the finder's last sighting)
+            self.localiser.reset()
+        return super().reset(**kwargs)
+
     def observation(self, obs):
         out = {k: v for k, v in obs.items() if k in self.observation_space.spaces}
         pred = self.localiser.predict(obs[self.localiser.camera])
@@ -234,12 +239,20 @@ def camera_names(env_kwargs: dict) -> list[str] | None:
     return [cams] if isinstance(cams, str) else list(cams)
 
 
+def load_estimator(path: str | Path):
+    """`perception = DIR`: a localiser folder, or a cube finder folder (policies/finder_estimate.py:
+    the finder's (x, y, seen) as the estimate)."""
+    from robolearn.policies.finder_estimate import FinderEstimate, is_finder_dir
+
+    return FinderEstimate.load(path) if is_finder_dir(path) else Localiser.load(path)
+
+
 def wrap_env_kwargs(env_id: str, obs: str, kwargs: dict) -> tuple[dict, Localiser | None]:
     """Take `perception=DIR` out of env kwargs: the env then renders the model's camera."""
     path = kwargs.pop("perception", None)
     if not path:
         return kwargs, None
-    loc = Localiser.load(path)
+    loc = load_estimator(path)
     if loc.meta.get("env") and loc.meta["env"] != env_id:
         raise ConfigError(f"perception model {path} was trained on {loc.meta['env']}, not {env_id}")
     cams = kwargs.get("camera")

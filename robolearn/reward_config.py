@@ -13,14 +13,16 @@ from dataclasses import dataclass
 from robolearn.configs import check_keys
 from robolearn.errors import ConfigError
 
-KINDS = ("classifier", "progress", "clip", "human")
+KINDS = ("classifier", "progress", "clip", "human", "cube_finder")
 WHERE = ("env", "learner")
 
 
 @dataclass
 class RewardConfig:
     """The `[reward]` table. `model` is a folder from `robolearn reward train` (kind read from its
-    reward.json) or, for kind "clip", a local CLIP folder (`goal`, `baseline`, `alpha`)."""
+    reward.json) or, for kind "clip", a local CLIP folder (`goal`, `baseline`, `alpha`), or for kind
+    "cube_finder" (ArmPush on a robot: the task's reward at the camera's cube position,
+    rewards/push_camera.py) a cube finder folder from the session's camera calibration."""
 
     model: str | None = None
     kind: str | None = None             # None: from the model folder's reward.json
@@ -49,6 +51,16 @@ class RewardConfig:
             raise ConfigError(f"[reward] threshold={self.threshold!r}: must be a number")
         if not isinstance(self.require_grasp, bool):
             raise ConfigError(f"[reward] require_grasp={self.require_grasp!r}: true or false")
+        if self.kind == "cube_finder":
+            if not self.model:
+                raise ConfigError("[reward] kind='cube_finder' needs model = \"DIR\": a cube finder folder "
+                                  "(RUN/perception_calibration/cube_finder, from calibrate_perception)")
+            if self.where != "env":
+                raise ConfigError("[reward] kind='cube_finder' reads the task's goal and the arm's joints in the "
+                                  "control loop: it needs where = \"env\"")
+            if self.require_grasp or self.threshold is not None:
+                raise ConfigError("[reward] kind='cube_finder' (push) has no classifier threshold and no grasp: "
+                                  "remove threshold / require_grasp")
         if self.require_grasp and self.where != "env":
             raise ConfigError("[reward] require_grasp reads the arm's gripper in the control loop: it needs "
                               "where = \"env\"")

@@ -448,7 +448,7 @@ def test_calibrate_reward_needs_lift_and_the_camera_calibration(tmp_path):
     off = "calibrate_perception = false"
     cases = ((base.replace("calibrate_perception = true", off), "calibrate_perception = true"),
              (base.replace("[reward]", '[reward]\nmodel = "models/clf"'), r"may only set device, require_grasp, threshold.*has model"),
-             (base.replace("ArmLift", "ArmPush"), "needs env ArmLift"))
+             (base.replace("ArmLift", "ArmReach"), "needs env ArmLift or ArmPush"))
     for i, (text, msg) in enumerate(cases):
         f = tmp_path / f"l{i}.toml"
         f.write_text(text)

@@ -7,7 +7,8 @@ crash, a killed learner or Ctrl-C never costs an earlier episode; `close()` comm
 episode in progress as truncated, so a stopped session leaves a complete dataset.
 
 Per episode it also keeps what the session report needs and the learner never sees:
-ground truth (`info["true_success"]`, from a simulator or an emulator's oracle), the reward
+ground truth (`info["true_success"]`, from a simulator or an emulator's oracle: at any step, and
+at the last step, where a reward's success ended the episode), the reward
 model's verdict, reward-missing steps, interventions and the reset's statistics.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from robolearn.data.dataset_writer import DatasetWriter
 log = logging.getLogger("robolearn.data.recording")
 
 #: info keys summarised per episode into episode.json (absent keys are left out)
-EPISODE_KEYS = ("true_success", "reward_missing")
+EPISODE_KEYS = ("true_success", "true_success_last", "reward_missing")
 #: info values whose last value in an episode goes into episode.json (the car's laps, lap times
 #: and collisions, for the session report's per-episode curves)
 LAST_VALUE_KEYS = ("laps", "collisions", "best_lap_time", "practice_trigger", "progress")
@@ -49,7 +50,7 @@ class RecordingWrapper(gym.Wrapper):
         self._end_episode()
         obs, info = self.env.reset(seed=seed, options=options)
         ctx = {k: info[k] for k in ("reset",) if k in info}
-        self._flags = {"true_success": None, "reward_missing": 0}
+        self._flags = {"true_success": None, "true_success_last": None, "reward_missing": 0}
         if "progress" in info:  # the car: distance driven = last progress - this
             self._flags["progress_start"] = info["progress"]
         try:
@@ -73,6 +74,8 @@ class RecordingWrapper(gym.Wrapper):
                 if "true_success" in info:
                     self._flags["true_success"] = bool(self._flags["true_success"] or
                                                        info["true_success"])
+                    # the truth at the episode's last step: where a reward's success ended it
+                    self._flags["true_success_last"] = bool(info["true_success"])
                 if info.get("reward_missing"):
                     self._flags["reward_missing"] += 1
                 self._flags.update({k: info[k] for k in LAST_VALUE_KEYS if k in info})

@@ -62,6 +62,7 @@ class PlaceCubeByCamera:
 
     def run(self, task, rng):
         cam = self.camera(task)
+        task.cube_seen_xy = None          # until this reset has seen the cube placed
         low, high = np.asarray(self.region_low), np.asarray(self.region_high)
         goal_xy = rng.uniform(low, high)
         dt = 1.0 / task.control_hz
@@ -104,6 +105,7 @@ class PlaceCubeByCamera:
         if not (np.all(xy >= low - self.check_margin) and np.all(xy <= high + self.check_margin)):
             raise ResetError(f"after placing, the camera sees the cube at ({xy[0]:.3f}, {xy[1]:.3f}) m, "
                              "outside the start region (slipped, or still in the gripper)")
+        task.cube_seen_xy = xy            # where the episode's cube is: push draws its goal around it
 
     def pushed_open(self, task) -> bool:
         """Fingers held past fully open: a cube across its diagonal is wedged between them."""

@@ -41,6 +41,10 @@ def _build_model(cfg: RewardConfig):
     from robolearn.rewards.model_versions import ReloadingReward, current_dir, is_versioned
 
     kind = cfg.kind
+    if kind == "cube_finder":   # ArmPush: the task's reward at the camera's cube position
+        from robolearn.rewards.push_camera import CubeFinderPushReward
+
+        return CubeFinderPushReward(cfg.model)
     versioned = bool(cfg.model) and is_versioned(cfg.model)  # retrained in the session: follow CURRENT
     if kind is None:
         from robolearn.rewards.checkpoint import read_meta

@@ -23,8 +23,9 @@ def precision_by_block(episodes: list[dict], control_hz: float, block_s: float =
     for e, t in zip(episodes, starts):
         b = blocks.setdefault(int(t // block_s), {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "episodes": 0,
                                                    "no_truth": 0, "labels_used": 0, "flagged": 0,
-                                                   "model_versions": []})
+                                                   "model_versions": [], "reward_missing_steps": 0})
         b["episodes"] += 1
+        b["reward_missing_steps"] += int(e.get("reward_missing", 0))   # steps the reward had no answer for
         b["labels_used"] += int(e.get("label") is not None)
         b["flagged"] += int(bool(e.get("flagged")))
         v = e.get("model_version")

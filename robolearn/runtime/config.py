@@ -97,6 +97,8 @@ class ClusterConfig:
 WARM_STARTS = ("wsrl", "rlpd", "none")
 # [reward] keys a launch file may set beside calibrate_reward (which makes the classifier itself)
 CALIBRATED_REWARD_OPTIONS = frozenset({"require_grasp", "threshold", "device"})
+CALIBRATED_PUSH_REWARD_OPTIONS = frozenset()   # ArmPush: the cube finder's reward has no options
+CALIBRATED_REWARD_ENVS = ("ArmLift", "ArmPush")
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
 
@@ -120,8 +122,10 @@ class FinetuneConfig:
                                      # calibrate_arm): fits the reset's cube finder, tunes the
                                      # policy localiser (env_kwargs perception)
     perception_cycles: int = 30      # calibrate_perception: pick-carry-place cycles (~10 s of robot time each)
-    calibrate_reward: bool = False   # ArmLift, with calibrate_perception: the [reward] is a success
-                                     # classifier trained on those frames (cube height from the arm)
+    calibrate_reward: bool = False   # with calibrate_perception: the [reward] from the calibration.
+                                     # ArmLift: a success classifier trained on its frames (cube height
+                                     # from the arm); ArmPush: kind "cube_finder", the task's reward at
+                                     # the fitted cube finder's position (rewards/push_camera.py)
     label_successes: bool = False    # the operator confirms/corrects the classifier's successes; the
                                      # classifier is retrained from those labels (docs/rewards.md)
     label_others: float = 0.1        # label_successes: share of the other episodes also asked about
@@ -230,8 +234,10 @@ class LaunchConfig:
             from robolearn.reward_config import reward_config
 
             # calibrate_reward makes the model: the table may hold only its options until then
-            reward_config({"model": "(calibrate_reward)", **self.reward} if calibrating_reward
-                          else self.reward, "[reward]")
+            made = {"model": "(calibrate_reward)"}
+            if calibrating_reward and "ArmPush" in self.env:
+                made["kind"] = "cube_finder"
+            reward_config({**made, **self.reward} if calibrating_reward else self.reward, "[reward]")
         if self.finetune is not None:
             ft = self.finetune
             if ft.warm_start not in WARM_STARTS:
@@ -248,13 +254,15 @@ class LaunchConfig:
             _int_at_least(ft, "perception_cycles", 2, "finetune.")
             if not isinstance(ft.calibrate_reward, bool):
                 raise ConfigError(f"finetune.calibrate_reward={ft.calibrate_reward!r}: true or false")
-            if ft.calibrate_reward and not (ft.calibrate_perception and "ArmLift" in self.env):
-                raise ConfigError("finetune.calibrate_reward trains the lift success classifier on the camera "
-                                  "calibration's frames: it needs env ArmLift and calibrate_perception = true")
-            if ft.calibrate_reward and set(self.reward) - CALIBRATED_REWARD_OPTIONS:
+            if ft.calibrate_reward and not (ft.calibrate_perception and any(t in self.env for t in CALIBRATED_REWARD_ENVS)):
+                raise ConfigError("finetune.calibrate_reward makes the reward from the camera calibration (ArmLift: "
+                                  "a success classifier on its frames; ArmPush: the task's reward at the cube "
+                                  "finder's position): it needs env ArmLift or ArmPush and calibrate_perception = true")
+            allowed = CALIBRATED_REWARD_OPTIONS if "ArmLift" in self.env else CALIBRATED_PUSH_REWARD_OPTIONS
+            if ft.calibrate_reward and set(self.reward) - allowed:
                 raise ConfigError("finetune.calibrate_reward makes the [reward] model; the [reward] table may "
-                                  f"only set {', '.join(sorted(CALIBRATED_REWARD_OPTIONS))} beside it (it has "
-                                  f"{', '.join(sorted(set(self.reward) - CALIBRATED_REWARD_OPTIONS))}), or set "
+                                  f"only set {', '.join(sorted(allowed)) or 'nothing'} beside it (it has "
+                                  f"{', '.join(sorted(set(self.reward) - allowed))}), or set "
                                   "calibrate_reward = false to use your own model")
             if ft.calibrate_perception and not any(t in self.env for t in ("ArmLift", "ArmPush")):
                 raise ConfigError("finetune.calibrate_perception is for the cube tasks (ArmLift, ArmPush): "

@@ -61,9 +61,12 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     perception = kw.pop("perception", None)
     kw.pop("cube_finder", None)                  # made here
     camera = kw.get("camera")
+    from robolearn.policies.finder_estimate import is_finder_dir
     from robolearn.policies.perception import Localiser, camera_names
 
-    loc = Localiser.load(perception) if perception else None
+    # the policy's estimate is the cube finder itself (push): the one fitted here replaces the sim's
+    finder_policy = bool(perception) and is_finder_dir(perception)
+    loc = Localiser.load(perception) if perception and not finder_policy else None
     # the cube finder and the success classifier look through the fixed front camera (a
     # homography of the table needs a camera that does not move); the policy's localiser
     # through its own camera (the wrist's: its frames are kept beside the front's, with the
@@ -107,13 +110,33 @@ def calibrate_robot_perception(cfg, run_dir: Path, log=print) -> dict:
     out = Path(run_dir) / "perception_calibration"
     out.mkdir(parents=True, exist_ok=True)
     save_frames(frames, out / "frames.npz")
-    report = calibrate_localisers(frames, perception, out, cfg.env, pc, camera=cam_name, log=log)
-    if cfg.finetune.calibrate_reward:
+    report = calibrate_localisers(frames, None if finder_policy else perception, out, cfg.env, pc,
+                                  camera=cam_name, log=log)
+    if cfg.finetune.calibrate_reward and "ArmLift" in cfg.env:
         report["success_classifier"] = train_success_classifier(frames, out / "success_classifier", cfg.env,
                                                                 pc, camera=cam_name, log=log)
-        # the launch file's other [reward] options (require_grasp, threshold) stay
-        cfg.reward = {**cfg.reward, "model": str(out / "success_classifier"), "where": "env"}
-    if perception:
-        cfg.env_kwargs["perception"] = str(out / "perception")
-    cfg.env_kwargs["cube_finder"] = str(out / "cube_finder")
+    report.update(use_calibration(cfg, out, perception))
     return {"out": str(out), **stats, **report}
+
+
+def use_calibration(cfg, out: Path, perception) -> dict:
+    """Point the session at the camera calibration's files in `out`: the resets' cube finder; the
+    policy's estimate (a localiser: the one tuned on robot frames; the sim's cube finder: the one
+    fitted on the robot); the reward with calibrate_reward (lift: the success classifier trained
+    there; push: the task's reward at the cube finder's position, rewards/push_camera.py)."""
+    from robolearn.policies.finder_estimate import is_finder_dir
+
+    report = {}
+    finder = str(Path(out) / "cube_finder")
+    if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
+        cfg.reward = {"kind": "cube_finder", "model": finder, "where": "env"}
+        report["push_reward"] = {"kind": "cube_finder", "model": finder}
+    elif cfg.finetune.calibrate_reward:
+        # the launch file's other [reward] options (require_grasp, threshold) stay
+        cfg.reward = {**cfg.reward, "model": str(Path(out) / "success_classifier"), "where": "env"}
+    if perception and is_finder_dir(perception):
+        cfg.env_kwargs["perception"] = finder
+    elif perception:
+        cfg.env_kwargs["perception"] = str(Path(out) / "perception")
+    cfg.env_kwargs["cube_finder"] = finder
+    return report

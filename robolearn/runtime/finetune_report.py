@@ -63,6 +63,8 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     from robolearn.runtime.finetune_labels import label_report
 
     report.update(label_report(run_dir, control_hz))  # operator labels (finetune.label_successes)
+    if "reward_precision_by_block" not in report:      # no labels (e.g. push's camera reward): the episodes
+        report.update(episode_precision_report(eps, control_hz))
     report.update(_interventions(run_dir, control_hz, report))
     # every human prompt of the session: training episodes, zero-shot and final evaluations
     evals = [report.get(k) or {} for k in ("zero_shot", "final")]
@@ -76,6 +78,25 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     except Exception as exc:  # a plot must never cost the JSON
         log.warning("session_report.png not written: %s", exc)
     return report
+
+
+def episode_precision_report(eps: list[dict], control_hz: float, block_s: float = 600.0) -> dict:
+    """The reward's precision and recall against the truth per `block_s` of robot time, from the
+    recorded episodes (for a session without operator labels, whose label log has them): the
+    reward's success ended an episode (`success`), the truth at that step (`true_success_last`)
+    and at any step (`true_success`). {} without truth (a physical robot)."""
+    from robolearn.rewards.session_metrics import precision_by_block
+
+    if not any(e.get("true_success") is not None for e in eps):
+        return {}
+    rows = [{"steps": int(e.get("steps", 0)), "reward_success": bool(e.get("success")),
+             "true_at_fire": e.get("true_success_last") if e.get("success") else None,
+             "true_any": e.get("true_success"), "reward_missing": int(e.get("reward_missing", 0))}
+            for e in eps]
+    blocks = precision_by_block(rows, control_hz, block_s)
+    precisions = [b["precision"] for b in blocks if b["precision"] is not None]
+    return {"reward_precision_by_block": blocks,
+            "reward_precision_min_block": min(precisions) if precisions else None}
 
 
 def _interventions(run_dir: Path, control_hz: float, report: dict) -> dict:

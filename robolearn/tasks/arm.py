@@ -144,6 +144,10 @@ class ArmTask(Task):
     #: a camera cube finder (policies/cube_finder.py) for resets that cannot ask the simulator;
     #: attached by the composition layer (robolearn/compose/envs.py)
     cube_finder = None
+    #: where the reset's last camera look saw the cube (x, y, m; set by PlaceCubeByCamera once the
+    #: cube is placed, None otherwise): a robot's push goal is drawn around it, as the sim's is
+    #: around the simulator's cube
+    cube_seen_xy = None
 
     def start_state_features(self) -> tuple[str, list[int]]:
         """(observation key, entries) a start-state classifier looks at (learned resets): the
@@ -350,7 +354,9 @@ class ArmPush(ArmTask):
     def sample_goal(self, rng):
         if self.sim is not None:
             cube = self.sim.cube_pose()[0][:2]
-        else:
+        elif self.cube_seen_xy is not None:   # the camera reset's last look (robolearn/resets/cube_camera.py)
+            cube = np.asarray(self.cube_seen_xy, dtype=np.float64)
+        else:   # no look (a person placed the cube): the start region's centre
             cube = 0.5 * (CUBE_REGION_LOW + CUBE_REGION_HIGH)
         for _ in range(100):
             ang = rng.uniform(-math.pi, math.pi)
@@ -378,15 +384,23 @@ class ArmPush(ArmTask):
         if self.sim is None:  # no cube pose on hardware: the reward source decides
             return Evaluation(reward=0.0, success=False, info=info)
         pos = self._cube_pos
-        gx, gy = pos[0] - self.goal[0], pos[1] - self.goal[1]
-        d_goal = math.sqrt(gx * gx + gy * gy)
-        rel = pos - self._ee
-        d_ee = math.sqrt(float(rel @ rel))
-        success = d_goal < PUSH_RADIUS
+        reward, success, d_goal = push_reward(pos, self._ee, self.goal)
         info["distance"] = d_goal
         info["cube_pos"] = pos
-        cost = min(d_goal, REWARD_DISTANCE_CAP) + 0.5 * min(d_ee, REWARD_DISTANCE_CAP)
-        return Evaluation(reward=-DISTANCE_REWARD_SCALE * cost, success=success, terminated=success, info=info)
+        return Evaluation(reward=reward, success=success, terminated=success, info=info)
+
+
+def push_reward(cube_pos, ee, goal) -> tuple[float, bool, float]:
+    """ArmPush's reward, success and cube-goal distance from the cube's position (m), the grasp
+    point and the goal: one definition for the simulator's cube pose and for a camera's estimate
+    of it on the robot (robolearn/rewards/push_camera.py)."""
+    pos = np.asarray(cube_pos, dtype=np.float64)
+    gx, gy = pos[0] - goal[0], pos[1] - goal[1]
+    d_goal = math.sqrt(gx * gx + gy * gy)
+    rel = pos - np.asarray(ee, dtype=np.float64)
+    d_ee = math.sqrt(float(rel @ rel))
+    cost = min(d_goal, REWARD_DISTANCE_CAP) + 0.5 * min(d_ee, REWARD_DISTANCE_CAP)
+    return -DISTANCE_REWARD_SCALE * cost, d_goal < PUSH_RADIUS, d_goal
 
 
 class ArmLift(ArmTask):
