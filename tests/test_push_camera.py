@@ -391,3 +391,29 @@ def test_a_cube_held_in_the_gripper_is_a_missing_reward():
     src(obs, {})
     r, s = src(obs, {})                           # closed on nothing: the cube is on the table
     assert np.isfinite(r) and s and finder.images == 4
+
+
+def test_robot_evaluation_counts_missing_rewards_instead_of_returning_nan():
+    """A reward source that abstains (NaN, e.g. the finder did not see the cube) on some steps:
+    the evaluation's return sums the steps that had a reward and counts the others (the push
+    session's zero-shot printed `"return": NaN` before)."""
+    import gymnasium as gym
+
+    from robolearn.runtime.finetune import evaluate_on_robot
+
+    class Abstaining(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+
+        def reset(self, seed=None, options=None):
+            self.t = 0
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            r = float("nan") if self.t % 2 else -1.0
+            return np.zeros(2, np.float32), r, False, self.t >= 4, {"success": False, "true_success": False}
+
+    res = evaluate_on_robot(Abstaining, lambda o: np.zeros(2, np.float32), episodes=3, seed=0)
+    assert res["return"] == -2.0 and res["reward_missing_steps"] == 6
+    assert res["true_success_rate"] == 0.0 and res["env_steps"] == 12

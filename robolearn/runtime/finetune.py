@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -225,11 +226,14 @@ def load_robot_demos(learner) -> dict:
 # ------------------------------------------------------------------------- on the robot
 def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
     """Deterministic episodes on the robot env: the env's success and, where the backend has an
-    oracle (`info["true_success"]`: a simulator or an emulator), the true success."""
+    oracle (`info["true_success"]`: a simulator or an emulator), the true success. A step whose
+    reward is missing (NaN: e.g. the camera did not see the cube) is counted, not summed: one such
+    step made the whole mean return NaN."""
     from robolearn.reset_report import ResetStats
 
     env = make_env()
     rets, model, truth, steps = [], [], [], []
+    missing = 0           # steps whose reward source gave no verdict (NaN): left out of the return
     resets = ResetStats()
     t0 = time.monotonic()
     try:
@@ -240,7 +244,10 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
             ret, ok, true_ok, n = 0.0, False, None, 0
             while True:
                 obs, r, term, trunc, info = env.step(act(obs))
-                ret += float(r)
+                if math.isfinite(float(r)):
+                    ret += float(r)
+                else:
+                    missing += 1
                 n += 1
                 ok = ok or bool(info.get("success", False))
                 if "true_success" in info:
@@ -257,8 +264,8 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
     return {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
             "success_rate": float(np.mean(model)) if model else None,
             "true_success_rate": float(np.mean(truth)) if truth else None,
-            "env_steps": int(sum(steps)), "wall_s": round(time.monotonic() - t0, 2),
-            "resets": resets.as_dict()}
+            "env_steps": int(sum(steps)), "reward_missing_steps": missing,
+            "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict()}
 
 
 def control_hz(cfg) -> float:

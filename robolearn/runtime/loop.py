@@ -17,6 +17,7 @@ cause a burst of catch-up ticks: missed deadlines are skipped (counted) and the 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import threading
 import time
@@ -237,7 +238,8 @@ class ControlLoop:
         t_obs = self.loop.clock.now()
         self.env_steps += 1
         self.episode_steps += 1
-        self.episode_return += float(reward)
+        if math.isfinite(float(reward)):   # a missing reward (NaN) is no verdict: not summed
+            self.episode_return += float(reward)
         if info.get("intervention"):
             action = np.asarray(info.get("intervention_action", action), dtype=np.float32)
         if self.on_step is not None:
