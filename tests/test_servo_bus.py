@@ -137,6 +137,9 @@ def test_delayed_replies(emu, bus):
     emu.faults.delay_s = 0.03       # later than one 20 ms timeout: caught by the retry window
     assert bus.read_positions([1])
     assert bus.stats["retries"] >= 1
+    time.sleep(0.3)                 # the retried request's own late reply drains before the next one:
+                                    # on a loaded machine it arrived after the next write's flush and
+                                    # answered it (the test then failed: DID NOT RAISE)
     emu.faults.delay_s = 0.2        # later than all attempts together: reported, bounded
     t0 = time.monotonic()
     with pytest.raises(ServoTimeoutError):
