@@ -52,6 +52,10 @@ def batch_source(agent, replay: ReplayBuffer, prior: ReplayBuffer | None, sample
     if not on_device_replay(agent):
         raise ConfigError(f"device_replay keeps the replay on a CUDA GPU, and this agent trains on "
                           f"{agent.device}: add --device cuda, or drop --device-replay")
+    if getattr(sampler, "earlier", None) is not None:
+        raise ConfigError("device_replay draws online and prior rows only, and this run gives earlier "
+                          "runs ([replay] prior_runs) a batch share of their own beside its demos: "
+                          "drop --device-replay (host batches)")
     fraction = sampler.prior_fraction if isinstance(sampler, MixedSampler) else None
     return DeviceSampler(replay, prior if fraction is not None else None, fraction, agent.device, seed)
 

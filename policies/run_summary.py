@@ -29,6 +29,8 @@ def finished_summary(trainer) -> dict:
     if trainer.prior_runs_report:  # RaE: what each earlier run / dataset added, relabelled or not
         summary["prior_runs"] = trainer.prior_runs_report
         summary["prior_fraction"] = trainer.prior_fraction
+        if getattr(trainer, "earlier_fraction", None) is not None:  # RaE beside rlpd's demos
+            summary["earlier_runs_fraction"] = trainer.earlier_fraction
     if trainer.cfg.profile:
         summary["profile"] = trainer.cfg.profile
         summary["profile_options"] = {k: getattr(trainer.agent.config, k) for k in trainer.profile}

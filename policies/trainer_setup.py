@@ -15,7 +15,7 @@ from robolearn.policies.demos import load_demos
 from robolearn.policies.env_building import evaluation_env_kwargs, make_env
 from robolearn.policies.prior_runs import load_prior_runs
 from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
-from robolearn.policies.replay_setup import build_replays
+from robolearn.policies.replay_setup import batch_shares, build_replays
 from robolearn.policies.train_config import RAE_PRIOR_FRACTION, TrainConfig, replay_options
 from robolearn.reset_report import ResetStats
 
@@ -62,19 +62,19 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
         print(f"profile {cfg.profile}: {cfg.algo} runs with {used or 'its preset unchanged'} "
               "(lighter than the paper's settings to fit this machine; docs/learners.md)", flush=True)
     ac = trainer.agent.config
-    # RaE: earlier runs' data share the prior buffer; [replay] prior_fraction, else the agent's
-    # own (rlpd: 0.5), else RaE's fixed ratio (policies/train_config.RAE_PRIOR_FRACTION)
+    # RaE: earlier runs' data fill the prior buffer, or beside rlpd's demos get a buffer and a
+    # batch share of their own (policies/replay_setup.batch_shares)
     prior_runs, rae_fraction = replay_options(cfg.replay)
     agent_fraction = float(getattr(ac, "prior_fraction", 0.0) or 0.0)
-    prior_fraction = agent_fraction or None
-    if prior_runs:
-        prior_fraction = rae_fraction or agent_fraction or RAE_PRIOR_FRACTION
     demos, prior_data = None, None
+    earlier_capacity = None
     if _resumed_state is None:
         if cfg.demos:
             demos = load_demos(cfg.demos, trainer.env, seed=cfg.seed)
         trainer.demo_count = len(demos["action"]) if demos is not None else 0
         demos_in_prior = bool(demos is not None and agent_fraction)
+        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction, RAE_PRIOR_FRACTION,
+                                                        bool(prior_runs), demos_in_prior)
         trainer.prior_runs_report: list[dict] = []
         if prior_runs:  # only for a new run: a resumed one restores its prior buffer
             prior_data, trainer.prior_runs_report = load_prior_runs(
@@ -86,8 +86,8 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
         capacity = trainer.hooks.replay_capacity(cfg) or min(cfg.steps, int(ac.replay_capacity))
         trainer.replay_capacity = capacity + (0 if demos_in_prior else trainer.demo_count)
         trainer.prior_capacity = trainer.demo_count + cfg.steps if demos_in_prior else 0
-        if prior_data:  # room for every prior transition (and its pad slots): none overwritten
-            trainer.prior_capacity += sum(slots_needed(d) for d in prior_data)
+        if prior_data and earlier_fraction is None:  # room for every prior transition (and its
+            trainer.prior_capacity += sum(slots_needed(d) for d in prior_data)  # pad slots)
             if not demos_in_prior and cfg.intervene:  # interventions join the prior data
                 trainer.prior_capacity += cfg.steps
             trainer.prior_capacity = max(trainer.prior_capacity, 2)
@@ -97,11 +97,16 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
         trainer.replay_capacity = int(_resumed_state["replay_capacity"])
         trainer.prior_capacity = int(_resumed_state["prior_capacity"])
         trainer.prior_runs_report = list(_resumed_state.get("prior_runs", []))
+        earlier_capacity = int(_resumed_state.get("earlier_capacity", 0)) or None
+        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction, RAE_PRIOR_FRACTION,
+                                                        bool(prior_runs), earlier_capacity is not None)
     trainer.prior_fraction = prior_fraction if trainer.prior_capacity else None
-    trainer.replay, trainer.prior, trainer.sampler = build_replays(
+    trainer.replay, trainer.prior, trainer.earlier, trainer.sampler = build_replays(
         trainer.env.observation_space, trainer.env.action_space, ac, trainer.replay_capacity, cfg.seed,
         demos=demos, prior_capacity=trainer.prior_capacity, prior_fraction=prior_fraction,
-        prior_data=prior_data, demos_in_prior=demos_in_prior)
+        prior_data=prior_data, demos_in_prior=demos_in_prior, earlier_fraction=earlier_fraction,
+        earlier_capacity=earlier_capacity)
+    trainer.earlier_fraction = earlier_fraction if trainer.earlier is not None else None
     # counters and loop state
     trainer.env_steps = 0
     trainer.episodes = 0

@@ -31,6 +31,7 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
         "env_steps": trainer.env_steps, "updates": trainer.updates, "episodes": trainer.episodes,
         "wall_s": trainer.wall_before, "update_time_s": trainer.update_time, "demo_count": trainer.demo_count, "final": final,
         "replay_capacity": trainer.replay_capacity, "prior_capacity": trainer.prior_capacity,
+        "earlier_capacity": trainer.earlier.capacity if trainer.earlier is not None else 0,
         "prior_runs": trainer.prior_runs_report,
         "last_eval": trainer.last_eval, "loss_acc": trainer._loss_acc,
         "rejected_missing_reward": trainer.rejected_missing_reward,
@@ -51,7 +52,7 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
         trainer.hooks.write_checkpoint_files(trainer, folder)
 
     return write_checkpoint(trainer.dir / CHECKPOINTS, trainer.env_steps, trainer.agent,
-                            {"replay": trainer.replay, "prior": trainer.prior,
+                            {"replay": trainer.replay, "prior": trainer.prior, "earlier": trainer.earlier,
                              **trainer.hooks.checkpoint_buffers(trainer)}, state, extra_files)
 
 
@@ -70,6 +71,8 @@ def restore_trainer(trainer, ckpt: Path, state: dict) -> None:
     trainer.replay.load(ckpt / "replay")
     if trainer.prior is not None:
         trainer.prior.load(ckpt / "prior")
+    if trainer.earlier is not None:  # earlier runs' own buffer (RaE beside rlpd's demos)
+        trainer.earlier.load(ckpt / "earlier")
     trainer.env_steps = int(state["env_steps"])
     trainer.episodes = int(state["episodes"])
     trainer.wall_before = float(state["wall_s"])

@@ -258,21 +258,82 @@ def test_launch_file_replay_table(tmp_path, earlier_run):
         load_launch(f)
 
 
-def test_rlpd_demos_and_prior_runs_share_one_prior_buffer(earlier_run, tmp_path):
+def _demos_file(earlier_run, tmp_path, n=20):
     stored = _stored_transitions(earlier_run)
     demos = tmp_path / "demos.npz"
-    np.savez(demos, obs_state=stored["obs"]["state"][:20], next_obs_state=stored["next_obs"]["state"][:20],
-             action=stored["action"][:20], reward=stored["reward"][:20],
-             terminated=stored["terminated"][:20], truncated=stored["truncated"][:20])
+    np.savez(demos, obs_state=stored["obs"]["state"][:n], next_obs_state=stored["next_obs"]["state"][:n],
+             action=stored["action"][:n], reward=stored["reward"][:n],
+             terminated=stored["terminated"][:n], truncated=stored["truncated"][:n])
+    return demos, stored
+
+
+def test_rlpd_demos_keep_their_share_beside_earlier_runs(earlier_run, tmp_path):
+    """Under rlpd the demos are half of every batch; earlier runs get a buffer and a share of
+    their own (default: RaE's 1:1 with online data, i.e. 0.25), so their thousands of
+    transitions do not dilute the demos. Their rows are not BC targets (`prior` False)."""
+    demos, stored = _demos_file(earlier_run, tmp_path)
     cfg = TrainConfig(out=str(tmp_path / "rlpd"), algo="rlpd", demos=str(demos),
                       replay={"prior_runs": [str(earlier_run)]}, **{**PEND, "agent": {**TINY, "utd": 1}})
     trainer = build_trainer(cfg)
     try:
-        assert len(trainer.prior) == 20 + len(stored["reward"])
-        assert len(trainer.replay) == 0 and trainer.sampler.prior_fraction == 0.5
-        assert trainer.prior.capacity >= 20 + len(stored["reward"]) + cfg.steps  # room for interventions
+        assert len(trainer.prior) == 20 and len(trainer.earlier) == len(stored["reward"])
+        assert trainer.prior.capacity >= 20 + cfg.steps  # room for interventions
+        assert trainer.sampler.prior_fraction == 0.5 and trainer.sampler.earlier_fraction == 0.25
+        # no online data yet: the demos keep their half, the earlier runs take the rest
+        assert trainer.sampler.rows(64) == (0, 32, 32)
+        for _ in range(3):
+            trainer.replay.add({"state": np.zeros(3, np.float32)}, np.zeros(1, np.float32), 0.0,
+                               {"state": np.ones(3, np.float32)}, False, False)
+        assert trainer.sampler.rows(64) == (16, 32, 16)
+        b = trainer.sampler.sample(64)
+        demo_rows = {tuple(r) for r in stored["obs"]["state"][:20]}
+        assert b.prior.tolist() == [False] * 16 + [True] * 32 + [False] * 16
+        assert all(tuple(r) in demo_rows for r in b.obs["state"][16:48])
+        assert np.all(b.obs["state"][:16] == 0)  # the online rows
     finally:
         trainer.close()
+    cfg = TrainConfig(out=str(tmp_path / "share"), algo="rlpd", demos=str(demos),
+                      replay={"prior_runs": [str(earlier_run)], "prior_fraction": 0.4},
+                      **{**PEND, "agent": {**TINY, "utd": 1}})
+    trainer = build_trainer(cfg)
+    try:
+        assert trainer.sampler.earlier_fraction == 0.4 and trainer.sampler.rows(100)[1] == 50
+    finally:
+        trainer.close()
+    bad = TrainConfig(out=str(tmp_path / "bad"), algo="rlpd", demos=str(demos),
+                      replay={"prior_runs": [str(earlier_run)], "prior_fraction": 0.6},
+                      **{**PEND, "agent": {**TINY, "utd": 1}})
+    with pytest.raises(ConfigError, match=r"prior_fraction=0.6.*demos already take 0.5.*below 0.5"):
+        build_trainer(bad)
+
+
+def test_rlpd_with_earlier_runs_resumes_bit_identically(earlier_run, tmp_path):
+    demos, _ = _demos_file(earlier_run, tmp_path)
+    copy = tmp_path / "earlier"
+    shutil.copytree(earlier_run, copy)
+    cfg = lambda out: TrainConfig(out=str(tmp_path / out), algo="rlpd", demos=str(demos), seed=3,  # noqa: E731
+                                  replay={"prior_runs": [str(copy)]},
+                                  **{**PEND, "steps": 100, "agent": {**TINY, "utd": 1}})
+    straight = build_trainer(cfg("straight"))
+    straight.run()
+    first = build_trainer(cfg("stopped"))
+    first.run(stop_at=40)
+    first.close()
+    shutil.rmtree(copy)  # the earlier runs' buffer must come back from the checkpoint
+    resumed = resume_trainer(tmp_path / "stopped")
+    try:
+        assert resumed.earlier is not None and resumed.earlier.capacity == straight.earlier.capacity
+        assert resumed.sampler.earlier_fraction == 0.25
+        resumed.run()
+        assert resumed.earlier.state_equal(straight.earlier)
+        assert resumed.prior.state_equal(straight.prior)
+        assert resumed.replay.state_equal(straight.replay)
+        assert_same_agent(straight, resumed)
+    finally:
+        resumed.close()
+        straight.close()
+    summary = json.loads((tmp_path / "stopped" / "summary.json").read_text())
+    assert summary["earlier_runs_fraction"] == 0.25 and summary["prior_fraction"] == 0.5
 
 
 def test_async_learner_reads_the_launch_files_replay_table(earlier_run, tmp_path):
@@ -296,6 +357,15 @@ def test_async_learner_reads_the_launch_files_replay_table(earlier_run, tmp_path
                                     "replay": {"prior_runs": [str(earlier_run)], "prior_fraction": 0.25}}))
     try:
         assert lrn.sampler.prior_fraction == 0.25
+    finally:
+        lrn.close()
+    demos, stored = _demos_file(earlier_run, tmp_path)  # rlpd + demos: the earlier runs' own share
+    lrn = Learner(config_from_dict({**base, "algo": "rlpd", "out": str(tmp_path / "d"),
+                                    "learner": {**base["learner"], "demos": str(demos)},
+                                    "replay": {"prior_runs": [str(earlier_run)]}}))
+    try:
+        assert len(lrn.prior) == 20 and len(lrn.earlier) == len(stored["reward"])
+        assert lrn.sampler.prior_fraction == 0.5 and lrn.sampler.earlier_fraction == 0.25
     finally:
         lrn.close()
     with pytest.raises(ConfigError, match=r"\[replay\]: unknown key\(s\) 'mix'"):

@@ -425,30 +425,52 @@ class MixedSampler:
 
     If one side is still empty the whole batch comes from the other one (e.g. a demo buffer
     that only fills with human interventions), so training can start either way.
+
+    `earlier` (Replay across Experiments beside RLPD demos): earlier runs' transitions in a
+    buffer of their own, `earlier_fraction` of every batch, taken from the online part, so
+    thousands of another policy's transitions do not dilute the demos' share. Their rows are
+    not `prior` (no BC term pulls the actor onto another policy's actions).
     """
 
-    def __init__(self, online: ReplayBuffer, prior: ReplayBuffer, prior_fraction: float = 0.5):
+    def __init__(self, online: ReplayBuffer, prior: ReplayBuffer, prior_fraction: float = 0.5,
+                 earlier: ReplayBuffer | None = None, earlier_fraction: float = 0.0):
         if not 0.0 <= float(prior_fraction) <= 1.0:
             raise ConfigError(f"prior_fraction={prior_fraction}: must be in [0, 1]")
-        if online.spec != prior.spec or online.action_dim != prior.action_dim:
-            raise DatasetError(
-                f"prior data spaces {prior.spec} / action dim {prior.action_dim} do not match the "
-                f"online ones {online.spec} / {online.action_dim}; record demos with the same env")
+        for other in (prior, earlier):
+            if other is not None and (online.spec != other.spec or online.action_dim != other.action_dim):
+                raise DatasetError(
+                    f"prior data spaces {other.spec} / action dim {other.action_dim} do not match the "
+                    f"online ones {online.spec} / {online.action_dim}; record demos with the same env")
+        if earlier is not None and not 0.0 < earlier_fraction < 1.0 - prior_fraction:
+            raise ConfigError(f"earlier runs' share {earlier_fraction} with the prior share "
+                              f"{prior_fraction}: must be in (0, {1.0 - prior_fraction:g}), so that "
+                              "online data keep a share of every batch")
         self.online, self.prior = online, prior
         self.prior_fraction = float(prior_fraction)
+        self.earlier, self.earlier_fraction = earlier, float(earlier_fraction if earlier is not None else 0.0)
 
     def __len__(self) -> int:
-        return len(self.online) + len(self.prior)
+        return len(self.online) + len(self.prior) + (len(self.earlier) if self.earlier is not None else 0)
+
+    def rows(self, batch_size: int) -> tuple[int, int, int]:
+        """(online, prior, earlier) rows of a batch of `batch_size`."""
+        n_earlier_buf = len(self.earlier) if self.earlier is not None else 0
+        n_prior = prior_rows(batch_size, self.prior_fraction, len(self.online) + n_earlier_buf, len(self.prior))
+        n_earlier = 0
+        if n_earlier_buf:  # its share of the rows the prior buffer leaves
+            rest = batch_size - n_prior
+            share = self.earlier_fraction / (1.0 - self.prior_fraction)
+            n_earlier = min(rest, prior_rows(rest, share, len(self.online), n_earlier_buf))
+        return batch_size - n_prior - n_earlier, n_prior, n_earlier
 
     def sample(self, batch_size: int) -> Batch:
-        n_prior = prior_rows(batch_size, self.prior_fraction, len(self.online), len(self.prior))
+        n_online, n_prior, n_earlier = self.rows(batch_size)
         parts = []
-        if batch_size - n_prior > 0:
-            parts.append(self.online.sample(batch_size - n_prior))
-            parts[-1].prior = np.zeros(batch_size - n_prior, bool)
-        if n_prior > 0:
-            parts.append(self.prior.sample(n_prior))
-            parts[-1].prior = np.ones(n_prior, bool)
+        for buffer, n, is_prior in ((self.online, n_online, False), (self.prior, n_prior, True),
+                                    (self.earlier, n_earlier, False)):
+            if n > 0:
+                parts.append(buffer.sample(n))
+                parts[-1].prior = np.full(n, is_prior, bool)
         return parts[0] if len(parts) == 1 else Batch.concat(parts)
 
 

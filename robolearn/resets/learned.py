@@ -222,7 +222,7 @@ class ForwardBackwardHooks(TrainerHooks):
             saved = resumed_state["hooks"]
             cap, prior_capacity = int(saved["backward_capacity"]), int(saved["backward_prior_capacity"])
         self.backward_capacity, self.backward_prior_capacity = cap, prior_capacity
-        self.backward_replay, self.backward_prior, self.backward_sampler = build_replays(
+        self.backward_replay, self.backward_prior, _, self.backward_sampler = build_replays(
             env.observation_space, env.action_space, ac, cap, cfg.seed + 7, demos=back_demos,
             prior_capacity=prior_capacity, prior_fraction=prior_fraction)
         self.back_demos = None

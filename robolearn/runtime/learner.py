@@ -53,7 +53,7 @@ class Learner:
 
         from robolearn.policies.demos import load_demos
         from robolearn.data.replay import slots_needed
-        from robolearn.policies.replay_setup import build_replays
+        from robolearn.policies.replay_setup import batch_shares, build_replays
         from robolearn.policies.train_config import RAE_PRIOR_FRACTION, replay_options
         from robolearn.runtime.actor import _make_env, agent_overrides
         from robolearn.policies.registry import make_agent
@@ -100,13 +100,18 @@ class Learner:
         except Exception:
             self.env.close()
             raise
-        if prior_data:  # RaE, as `train` does it (policies/trainer_setup.py): one prior buffer
-            prior_fraction = replay_options(cfg.replay)[1] or prior_fraction or RAE_PRIOR_FRACTION
+        demos_in_prior = bool(demos is not None and prior_fraction)
+        # RaE, as `train` does it (policies/trainer_setup.py): earlier runs fill the prior buffer,
+        # or beside rlpd's demos get a buffer and a share of their own
+        prior_fraction, earlier_fraction = batch_shares(
+            float(prior_fraction or 0.0), replay_options(cfg.replay)[1], RAE_PRIOR_FRACTION,
+            bool(prior_data), demos_in_prior)
+        if prior_data and earlier_fraction is None:
             prior_capacity = max(prior_capacity, cap) + sum(slots_needed(d) for d in prior_data)
-        self.replay, self.prior, self.sampler = build_replays(
+        self.replay, self.prior, self.earlier, self.sampler = build_replays(
             self.env.observation_space, self.env.action_space, ac, cap, cfg.seed, demos=demos,
             prior_capacity=prior_capacity, prior_fraction=prior_fraction, prior_data=prior_data,
-            demos_in_prior=bool(demos is not None and getattr(ac, "prior_fraction", None)))
+            demos_in_prior=demos_in_prior, earlier_fraction=earlier_fraction)
         from robolearn.rewards.serving import learner_labeler
 
         # [reward] where = "learner": label transitions here, as they arrive, before replay
