@@ -3,8 +3,9 @@
 `[replay] prior_runs = ["runs/a", "datasets/b"]` (or `robolearn train --prior-runs ...`) names
 run folders written by `robolearn train` / `robolearn learner` and recorded dataset folders.
 Each one's transitions are checked against this run (env id, observation keys and shapes,
-action size) and loaded; the trainer puts them all in one prior buffer sampled at
-`prior_fraction` of every batch (policies/trainer.py, policies/replay_setup.py).
+action size) and loaded; the trainer puts them in the prior buffer sampled at `prior_fraction`
+of every batch, or beside rlpd's demos in a buffer with a share of its own
+(policies/replay_setup.py: `batch_shares`, `build_replays`).
 
 Why here and why so strict: data from another task, another camera size or another reward would
 train the critic on a different problem without a sound. So a mismatch is an error naming the
