@@ -41,6 +41,12 @@ def _build_model(cfg: RewardConfig):
     from robolearn.rewards.model_versions import ReloadingReward, current_dir, is_versioned
 
     kind = cfg.kind
+    if kind == "reach_distance":  # ArmReach's rule as a model folder (rewards/reach_distance.py)
+        from robolearn.rewards.reach_distance import ReachDistanceReward
+
+        if not cfg.model:
+            raise ConfigError("[reward] kind='reach_distance' needs model = \"DIR\" (save_reach_distance)")
+        return ReachDistanceReward(cfg.model, threshold=cfg.threshold)
     if kind == "cube_finder":   # ArmPush: the task's reward at the camera's cube position
         from robolearn.rewards.push_camera import CubeFinderPushReward
 
@@ -50,6 +56,8 @@ def _build_model(cfg: RewardConfig):
         from robolearn.rewards.checkpoint import read_meta
 
         kind = read_meta(current_dir(cfg.model) if versioned else cfg.model)["kind"]
+        if kind == "reach_distance":
+            return _build_model(RewardConfig(**{**cfg.__dict__, "kind": kind}))
     if kind in ("classifier", "progress") and not cfg.model:
         raise ConfigError(f"[reward] kind={kind!r} needs model = \"DIR\" (from `robolearn reward train`)")
     if versioned:
