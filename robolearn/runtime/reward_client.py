@@ -7,7 +7,7 @@ then ("relabelled after return"); when the queue is full the oldest are dropped,
 
 Non-blocking: one request (the queue's head batch) is in flight at a time; `pump()` is called
 from the learner's loop, so training goes on while the server is away. No reply within
-`timeout_s` (or no connection to send on) marks the server down; everything queued then, and
+`timeout_s` (or no connection to send on for that long) marks the server down; everything queued then, and
 everything arriving until it answers again, is counted `held`. Invariant, checked by the tests:
 held = relabelled + dropped + still held.
 """
@@ -58,6 +58,7 @@ class ServerLabeler:
         self.queue: deque[Pending] = deque()
         self._ids = itertools.count(1)
         self.inflight: tuple[int, float] | None = None   # (request id, sent at)
+        self.unsent_since: float | None = None          # first failed send while no connection
         self.down = False
         self.next_try = 0.0
         self.labelled = 0          # transitions stored with the server's reward
@@ -129,13 +130,19 @@ class ServerLabeler:
         except M.MessageError as exc:
             raise ConfigError(f"[reward] where = \"server\": a batch of {head.n} transitions does not fit "
                               f"one message ({exc})") from None
+        now = time.monotonic()
         try:
             self.sock.send(frame, zmq.NOBLOCK)
-        except zmq.Again:
-            self.server_unreachable += 1
-            self._mark_down("cannot be reached")
+        except zmq.Again:  # no connection (yet: one takes a few ms after connect, or a restart)
+            if self.unsent_since is None:
+                self.unsent_since = now
+            elif now - self.unsent_since > self.timeout_s:
+                self.server_unreachable += 1
+                self.unsent_since = None
+                self._mark_down(f"could not be reached for {self.timeout_s:g} s")
             return False
-        self.inflight = (rid, time.monotonic())
+        self.unsent_since = None
+        self.inflight = (rid, now)
         return True
 
     def _receive(self, wait_ms: int) -> dict | None:
@@ -166,6 +173,9 @@ class ServerLabeler:
             now = time.monotonic()
             if self.inflight is None:
                 if now < self.next_try or not self._send_head():
+                    if self.inflight is None and time.monotonic() < t_end and not self.down:
+                        time.sleep(0.002)   # connecting: try again within this call's budget
+                        continue
                     break
             wait = max(0, int((t_end - time.monotonic()) * 1000))
             msg = self._receive(wait)
