@@ -335,3 +335,31 @@ def test_learner_stores_no_transition_while_the_server_is_down(tmp_path, reach):
         ctx.destroy(0)
         learner.close()
         kill(server)
+
+
+def test_session_report_sums_the_counters_over_learner_processes(tmp_path):
+    """A learner killed and restarted: each process counts from 0, the report adds them up (the
+    killed one as of its last metrics line; what it held then is lost with it, and said so)."""
+    import json
+
+    from robolearn.runtime.finetune_report import reward_server_counts
+
+    def rs(**kw):
+        return {"labelled": 0, "held": 0, "relabelled": 0, "dropped": 0, "server_timeouts": 0,
+                "server_unreachable": 0, "missing": 0, "still_held": 0, **kw}
+
+    lines = [{"kind": "train", "pid": 11, "reward_server": rs(labelled=10)},
+             {"kind": "train", "pid": 11, "reward_server": rs(labelled=40, held=9, relabelled=5, still_held=4,
+                                                              server_timeouts=1)},
+             {"kind": "train", "pid": 12, "reward_server": rs(labelled=20)}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"pid": 12, "reward_server": rs(
+        labelled=70, held=6, relabelled=4, dropped=2, server_timeouts=2)}))
+    got = reward_server_counts(tmp_path)
+    assert (got["labelled"], got["held"], got["relabelled"], got["dropped"], got["server_timeouts"]) == \
+        (110, 15, 9, 2, 3)
+    assert got["learner_processes"] == 2 and got["held_lost_with_learner"] == 4 and got["still_held_at_end"] == 0
+    assert got["held"] == got["relabelled"] + got["dropped"] + got["held_lost_with_learner"] + got["still_held_at_end"]
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "pid": 1}) + "\n")
+    (tmp_path / "summary.json").unlink()
+    assert reward_server_counts(tmp_path) is None                # no reward server in that session

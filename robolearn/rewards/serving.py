@@ -7,6 +7,10 @@
 - Beside the learner (`where = "learner"`): the actor sends transitions with a placeholder
   reward; the learner's `TransitionLabeler` scores each `next_obs` batch as it arrives, before
   it enters replay, and drops transitions it has no answer for (the actor never waits).
+- In a process of its own (`where = "server"`, `address`, `timeout_s`, `max_held`): `robolearn
+  reward serve` loads the model with `build_model` and scores with `TransitionLabeler`
+  (runtime/reward_server.py); the learner asks it, and holds transitions while it is down
+  (runtime/reward_client.py). The actor's side is as for "learner".
 
 The `[reward]` table of a launch file (and `reward_source=` for gymnasium.make, which also
 takes a model folder path or this table as a dict) is read into `RewardConfig`.
@@ -179,11 +183,13 @@ class PendingReward:
 
 def actor_env_kwargs(env_kwargs: dict, reward: dict) -> dict:
     """env kwargs for an actor's env under a `[reward]` table: the model itself in the loop
-    (where = "env"), or `PendingReward` when the learner labels (where = "learner")."""
+    (where = "env"), or `PendingReward` when the learner labels (where = "learner", or "server":
+    the learner asks `robolearn reward serve`, runtime/reward_client.py)."""
     if not reward or reward.get("kind") == "human":
         return dict(env_kwargs)
     cfg = reward_config(reward)
-    return {**env_kwargs, "reward_source": PendingReward() if cfg.where == "learner" else dict(reward)}
+    later = cfg.where in ("learner", "server")  # the learner labels (itself, or by asking the server)
+    return {**env_kwargs, "reward_source": PendingReward() if later else dict(reward)}
 
 
 def learner_labeler(reward: dict, observation_space) -> "TransitionLabeler | None":

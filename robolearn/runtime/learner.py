@@ -469,7 +469,7 @@ class Learner:
             "checkpoint_failures": self.checkpoint_failures,
             "rejected_handshakes": self.rejected_handshakes,
             **({"reward_server": self.server_labeler.metrics()} if self.server_labeler is not None else {}),
-            "time": round(time.time(), 3),
+            "time": round(time.time(), 3), "pid": os.getpid(),   # a restarted learner's lines apart
             "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
                                        "alive": r.alive} for r in self.actors.values()},
         }
