@@ -66,7 +66,7 @@ class ServerLabeler:
         self.relabelled = 0        # of those, labelled after it came back
         self.dropped = 0           # of those, dropped because the queue was full (oldest first)
         self.server_timeouts = 0   # requests with no reply within timeout_s
-        self.server_unreachable = 0  # sends refused: no connection to the server
+        self.server_unreachable = 0  # waits of timeout_s with no connection to send on
         self.missing = 0           # transitions the server answered MISSING (NaN): not stored
 
     # ------------------------------------------------------------------ queue
