@@ -320,3 +320,22 @@ def test_reward_model_kill_is_accounted_from_the_report_and_the_learner_metrics(
     for bad in ({**report, "reward_server_restarts": 0},                       # restart not counted
                 {**report, "reward_server": {"held": 0, "relabelled": 0}}):    # nothing held
         assert not _check_accounted([kill], bad, tmp_path)["per_kind"]["reward_model_kill"]["pass"]
+
+
+def test_the_soak_sees_when_a_restarted_reward_server_answers(tmp_path):
+    """The probe that ends the soak's down window: None while nothing serves the address, the
+    time of the first answer once `robolearn reward serve` is up."""
+    from robolearn.bench.soak import _probe_reward_server
+    from robolearn.rewards.reach_distance import save_reach_distance
+    from robolearn.runtime.transport import free_port
+    from tests.test_reward_server import kill, start_server
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    assert _probe_reward_server(address, time.monotonic() + 1.0) is None
+    server = start_server(save_reach_distance(tmp_path / "reach"), address)
+    try:
+        before = time.time()
+        at = _probe_reward_server(address, time.monotonic() + 30.0)
+        assert at is not None and before <= at <= time.time()
+    finally:
+        kill(server)
