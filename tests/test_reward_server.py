@@ -363,3 +363,12 @@ def test_session_report_sums_the_counters_over_learner_processes(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "pid": 1}) + "\n")
     (tmp_path / "summary.json").unlink()
     assert reward_server_counts(tmp_path) is None                # no reward server in that session
+
+
+def test_a_learner_without_the_servers_address_says_so(tmp_path, reach):
+    from robolearn.runtime.learner import Learner
+    from tests.test_transport import small_cfg
+
+    cfg = small_cfg(tmp_path, reward={"model": str(reach), "where": "server"})
+    with pytest.raises(ConfigError, match="needs address"):
+        Learner(cfg)

@@ -37,6 +37,8 @@ class Pending:
     batch: dict         # stacked transitions (messages.stack_transitions layout)
     n: int
     held: bool = False  # waited through a time the server was down
+    frame: bytes | None = None  # its encoded request (id, next_obs), kept while it cannot be sent
+    rid: int = 0
 
 
 class ServerLabeler:
@@ -102,6 +104,7 @@ class ServerLabeler:
                 excess -= head.n
             else:
                 head.batch = M.select_rows(head.batch, np.arange(head.n) >= excess)
+                head.frame = None
                 head.n -= excess
                 self.dropped += excess
                 excess = 0
@@ -124,15 +127,17 @@ class ServerLabeler:
         import zmq
 
         head = self.queue[0]
-        rid = next(self._ids)
-        try:
-            frame = M.encode(M.SCORE, id=rid, next_obs=head.batch["next_obs"], max_bytes=self.max_bytes)
-        except M.MessageError as exc:
-            raise ConfigError(f"[reward] where = \"server\": a batch of {head.n} transitions does not fit "
-                              f"one message ({exc})") from None
+        if head.frame is None:  # a new id per request: a late reply to an old one is told apart
+            head.rid = next(self._ids)
+            try:
+                head.frame = M.encode(M.SCORE, id=head.rid, next_obs=head.batch["next_obs"],
+                                      max_bytes=self.max_bytes)
+            except M.MessageError as exc:
+                raise ConfigError(f"[reward] where = \"server\": a batch of {head.n} transitions does not "
+                                  f"fit one message ({exc})") from None
         now = time.monotonic()
         try:
-            self.sock.send(frame, zmq.NOBLOCK)
+            self.sock.send(head.frame, zmq.NOBLOCK)
         except zmq.Again:  # no connection (yet: one takes a few ms after connect, or a restart)
             if self.unsent_since is None:
                 self.unsent_since = now
@@ -142,7 +147,8 @@ class ServerLabeler:
                 self._mark_down(f"could not be reached for {self.timeout_s:g} s")
             return False
         self.unsent_since = None
-        self.inflight = (rid, now)
+        self.inflight = (head.rid, now)
+        head.frame = None       # sent: asking again (after a timeout) takes a new id
         return True
 
     def _receive(self, wait_ms: int) -> dict | None:
