@@ -369,6 +369,6 @@ def test_a_learner_without_the_servers_address_says_so(tmp_path, reach):
     from robolearn.runtime.learner import Learner
     from tests.test_transport import small_cfg
 
-    cfg = small_cfg(tmp_path, reward={"model": str(reach), "where": "server"})
+    cfg = small_cfg(tmp_path, env="robolearn/ArmReach-v0", reward={"model": str(reach), "where": "server"})
     with pytest.raises(ConfigError, match="needs address"):
         Learner(cfg)
