@@ -372,3 +372,63 @@ def test_a_learner_without_the_servers_address_says_so(tmp_path, reach):
     cfg = small_cfg(tmp_path, env="robolearn/ArmReach-v0", reward={"model": str(reach), "where": "server"})
     with pytest.raises(ConfigError, match="needs address"):
         Learner(cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_launch_run_rides_out_a_killed_reward_server(tmp_path, reach):
+    """`robolearn launch` (learner + sim actor) with its reward served: the server SIGKILLed
+    mid-run and started again; the run ends normally, every transition labelled by the server
+    and stored, the outage's transitions held and relabelled (~40 s)."""
+    import json
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    launch = tmp_path / "launch.toml"
+    launch.write_text(f"""env = "robolearn/ArmReach-v0"
+algo = "sac"
+obs = "state"
+out = "{tmp_path / 'run'}"
+[learner]
+port = 0
+weights_port = 0
+total_env_steps = 3000
+metrics_every_s = 0.5
+[learner.agent]
+batch_size = 16
+actor_hidden = [16, 16]
+critic_hidden = [16, 16]
+[actor]
+loop_hz = 100
+random_until_weights = true
+act_without_learner = true
+[reward]
+model = "{reach}"
+where = "server"
+address = "{address}"
+timeout_s = 0.5
+""")
+    server = start_server(reach, address)
+    run = subprocess.Popen(CLI + ["launch", str(launch), "--quiet"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        metrics = tmp_path / "run" / "metrics.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (metrics.exists() and '"env_steps": 5' in metrics.read_text()):
+            time.sleep(0.2)                             # well under way (>= 500 steps)
+        kill(server)
+        time.sleep(3.0)
+        server = start_server(reach, address)
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, out
+        s = json.loads((tmp_path / "run" / "summary.json").read_text())
+        rs = s["reward_server"]
+        assert rs["held"] > 0 and rs["relabelled"] == rs["held"] and rs["dropped"] == 0 and rs["still_held"] == 0
+        assert rs["labelled"] == s["replay"]            # every stored step was labelled by the server
+        # and every step the actor sent was, but those that arrived after the learner's last labels
+        # (while it evaluated at the end): still queued, not stored
+        assert s["env_steps"] == rs["labelled"] + rs["queued"] and rs["queued"] < 50, (rs, s["env_steps"])
+        assert s["rejected_missing_reward"] == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+        kill(server)

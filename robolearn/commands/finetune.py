@@ -4,8 +4,10 @@ One session: (emulator, when the launch file names a reality) -> zero-shot evalu
 pretrained policy on the robot -> learner + actor processes (the learner starts from the
 pretrained checkpoint with the chosen warm start; the actor records every episode) -> final
 evaluation of the fine-tuned policy on the robot -> session_report.json/.png. A learner that
-dies is restarted from the session's last checkpoint while the actor holds the robot; Ctrl-C
-stops both, which checkpoints the learner and commits the episode in progress.
+dies is restarted from the session's last checkpoint while the actor holds the robot; with
+`[reward] where = "server"` the session starts `robolearn reward serve` too and restarts it when
+it dies (the learner holds transitions meanwhile); Ctrl-C stops them all, which checkpoints the
+learner and commits the episode in progress.
 """
 from __future__ import annotations
 
