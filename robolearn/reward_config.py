@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from robolearn.configs import check_keys
 from robolearn.errors import ConfigError
 
-KINDS = ("classifier", "progress", "clip", "human", "cube_finder")
-WHERE = ("env", "learner")
+KINDS = ("classifier", "progress", "clip", "human", "cube_finder", "reach_distance")
+WHERE = ("env", "learner", "server")
 
 
 @dataclass
@@ -26,7 +26,11 @@ class RewardConfig:
 
     model: str | None = None
     kind: str | None = None             # None: from the model folder's reward.json
-    where: str = "env"                  # env: in the loop (cheap models); learner: beside it
+    where: str = "env"                  # env: in the loop (cheap models); learner: beside it;
+                                        # server: a `robolearn reward serve` process the learner asks
+    address: str | None = None          # server: its socket, "tcp://HOST:PORT" (finetune picks one)
+    timeout_s: float = 2.0              # server: no reply in this long = the server is down
+    max_held: int = 10_000              # server: transitions held while it is down (oldest dropped)
     threshold: float | None = None      # override the classifier's / CLIP's success threshold
     device: str = "cpu"
     goal: str | None = None             # clip: goal prompt, e.g. "a red cube lifted above the table"
@@ -43,6 +47,15 @@ class RewardConfig:
             raise ConfigError(f"[reward] kind={self.kind!r}: choose one of {', '.join(KINDS)}")
         if self.where not in WHERE:
             raise ConfigError(f"[reward] where={self.where!r}: choose one of {', '.join(WHERE)}")
+        if self.address is not None:
+            check_address(self.address, "[reward] address")
+        if not (isinstance(self.timeout_s, (int, float)) and math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ConfigError(f"[reward] timeout_s={self.timeout_s!r}: must be a number of seconds > 0")
+        if not (isinstance(self.max_held, int) and not isinstance(self.max_held, bool) and self.max_held >= 1):
+            raise ConfigError(f"[reward] max_held={self.max_held!r}: must be an integer >= 1")
+        if self.kind == "human" and self.where == "server":
+            raise ConfigError("[reward] kind='human' labels come from a device at the robot: where = \"server\" "
+                              "cannot serve them; use where = \"env\"")
         if self.kind == "clip" and not self.goal:
             raise ConfigError("[reward] kind='clip' needs goal = \"...\" (the goal prompt)")
         if not (isinstance(self.alpha, (int, float)) and 0.0 <= self.alpha <= 1.0):
@@ -65,6 +78,18 @@ class RewardConfig:
             raise ConfigError("[reward] require_grasp reads the arm's gripper in the control loop: it needs "
                               "where = \"env\"")
         return self
+
+
+def check_address(address, where: str = "address") -> str:
+    """A ZeroMQ TCP endpoint "tcp://HOST:PORT" (the reward server's socket), checked before any
+    process starts, so a typo is one line, not a client that times out forever."""
+    import re
+
+    m = re.fullmatch(r"tcp://([A-Za-z0-9.\-*]+|\[[0-9a-fA-F:]+\]):(\d+)", str(address))
+    if not m or not 0 < int(m.group(2)) < 65536:
+        raise ConfigError(f"{where}={address!r}: give a TCP endpoint \"tcp://HOST:PORT\" "
+                          "(e.g. \"tcp://127.0.0.1:5590\")")
+    return str(address)
 
 
 def reward_config(data: dict | RewardConfig, where: str = "[reward]") -> RewardConfig:

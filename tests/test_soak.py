@@ -266,3 +266,76 @@ def test_an_episode_said_recorded_but_missing_on_disk_is_lost(tmp_path, monkeypa
     shutil.rmtree(tmp_path / "episodes" / "episode_000002")
     res = _check_episodes(tmp_path, {})
     assert not res["pass"] and res["lost"] == [2] and res["loaded_from_disk"] == 2
+
+
+def test_reward_model_kill_is_scheduled_and_the_soak_serves_its_reward(tmp_path):
+    """The soak's session gets a served reward (ArmReach's rule as a model folder, loaded by the
+    same code as any model) so that reward_model_kill has a process to kill."""
+    import argparse
+
+    from robolearn.bench.soak import NOT_APPLICABLE, Soak, schedule, served_reward_not_applicable
+    from robolearn.reward_config import RewardConfig
+    from robolearn.rewards.reach_distance import ReachDistanceReward
+    from robolearn.rewards.serving import build_model
+    from robolearn.runtime.config import load_launch
+
+    kills = [f for f in schedule(20) if f["kind"] == "reward_model_kill"]
+    assert len(kills) == 2 and "reward_model_kill" not in NOT_APPLICABLE
+    launch = Path(__file__).resolve().parents[1] / "launch" / "finetune_arm_reach_real.toml"
+    args = argparse.Namespace(launch=str(launch), episodes=3, seed=0)
+    import types
+
+    soak = Soak(args, tmp_path, tmp_path / "ckpt", disk=types.SimpleNamespace(path=tmp_path / "disk"))
+    cfg = load_launch(soak.launch_file())
+    assert soak.not_applicable == {}
+    assert cfg.reward["where"] == "server" and cfg.learner.metrics_every_s == 0.5
+    model = build_model(RewardConfig(model=cfg.reward["model"]))
+    assert isinstance(model, ReachDistanceReward)
+    # another task without a served reward: said not applicable, with the reason
+    why = served_reward_not_applicable({"env": "robolearn/ArmLift-v0", "reward": {"model": "m", "where": "env"}})
+    assert "where = \"server\"" in why
+    assert served_reward_not_applicable({"env": "robolearn/ArmLift-v0", "reward": {"where": "server"}}) is None
+
+
+def test_reward_model_kill_is_accounted_from_the_report_and_the_learner_metrics(tmp_path):
+    from robolearn.bench.soak import _check_accounted
+
+    kill = {"kind": "reward_model_kill", "injected": True, "killed_at": 100.0,
+            "observed": {"restarted_pid": 2, "answering_at": 104.0}}
+
+    def metrics(labelled_in_window):
+        recs = [{"time": 99.0, "pid": 7, "reward_server": {"labelled": 50, "held": 0}}]
+        recs += [{"time": 101.0 + i, "pid": 7, "reward_server": {"labelled": v, "held": 5 * i}}
+                 for i, v in enumerate(labelled_in_window)]
+        recs += [{"time": 105.0, "pid": 7, "reward_server": {"labelled": 90, "held": 15}}]
+        (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+
+    report = {"reward_server_restarts": 1, "reward_server": {"held": 15, "relabelled": 15, "dropped": 0}}
+    metrics([50, 50, 50])
+    got = _check_accounted([kill], report, tmp_path)["per_kind"]["reward_model_kill"]
+    assert got["pass"] and got["down_windows"][0]["metrics_lines_in_window"] == 3
+    metrics([50, 52, 52])                       # a reward while it was down: fails
+    assert not _check_accounted([kill], report, tmp_path)["per_kind"]["reward_model_kill"]["pass"]
+    metrics([50, 50, 50])
+    for bad in ({**report, "reward_server_restarts": 0},                       # restart not counted
+                {**report, "reward_server": {"held": 0, "relabelled": 0}}):    # nothing held
+        assert not _check_accounted([kill], bad, tmp_path)["per_kind"]["reward_model_kill"]["pass"]
+
+
+def test_the_soak_sees_when_a_restarted_reward_server_answers(tmp_path):
+    """The probe that ends the soak's down window: None while nothing serves the address, the
+    time of the first answer once `robolearn reward serve` is up."""
+    from robolearn.bench.soak import _probe_reward_server
+    from robolearn.rewards.reach_distance import save_reach_distance
+    from robolearn.runtime.transport import free_port
+    from tests.test_reward_server import kill, start_server
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    assert _probe_reward_server(address, time.monotonic() + 1.0) is None
+    server = start_server(save_reach_distance(tmp_path / "reach"), address)
+    try:
+        before = time.time()
+        at = _probe_reward_server(address, time.monotonic() + 30.0)
+        assert at is not None and before <= at <= time.time()
+    finally:
+        kill(server)

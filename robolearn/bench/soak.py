@@ -9,10 +9,14 @@ with faults injected on a schedule from outside its processes, the way they happ
 - actor_kill: SIGKILL to the actor process (the session restarts it);
 - disk_full: the session's folder lives on a tmpfs of fixed size, which the soak fills to 2.5 MB
   free (checkpoints then hit ENOSPC, episodes still fit) until a checkpoint has failed, then frees;
+- reward_model_kill: SIGKILL to the session's reward server (`robolearn reward serve`; the soak
+  serves ArmReach's reward rule from a model folder): the learner holds transitions until the
+  restarted server answers, then labels them;
 one round of every kind each ~10 minutes of `--minutes`. Afterwards it checks: every episode the
 session said it recorded is on disk and loads; no goal-position write outside the joints' range
 reached the servos (the emulator's count, servo side); the learner resumed from the latest
-checkpoint after each kill; the session report counts every fault; and true success after the
+checkpoint after each kill; the session report counts every fault (and no transition got a
+reward while the reward server was down, except by relabelling after); and true success after the
 session is at least what it was before. DIR/soak.json and soak.md; exit 1 when a check fails.
 """
 from __future__ import annotations
@@ -47,18 +51,28 @@ ROUND_S = 600.0               # one round of every fault kind per 10 minutes
 #: next checkpoint fails (at most that long): one comes every 500 updates, which took over 90 s
 #: at the ~6 env steps/s of the hard-reality reach session (a 90 s hold saw none)
 ROUND = (("bus_corrupt", 0.04, 20.0), ("bus_drop", 0.10, 20.0), ("camera_stall", 0.16, 10.0),
-         ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0), ("disk_full", 0.56, 300.0))
+         ("reward_model_kill", 0.25, 0.0), ("learner_kill", 0.34, 0.0), ("actor_kill", 0.46, 0.0),
+         ("disk_full", 0.56, 300.0))
 CORRUPT_RATE = 0.004          # of replies, during a bus_corrupt burst (5 % ended a session: see docs)
 DROP_RATE = 0.0003            # of reply bytes, during a bus_drop burst (~2 % of 6-servo sync reads)
-#: not injected, said so (docs/runtime.md "Soak"): the product has no reward-model process
-NOT_APPLICABLE = {"reward_model_kill": "no reward-model process exists to kill: the ArmReach session "
-                                       "computes its reward from the arm's joint readings in the "
-                                       "actor's env step, and a learned reward model ([reward] where = "
-                                       "'env' or 'learner', robolearn/rewards/serving.py) runs inside "
-                                       "the actor's or the learner's process, so killing it is the "
-                                       "actor_kill or learner_kill above; a separate reward server "
-                                       "(its own process, a client with a timeout, transitions held or "
-                                       "refused and counted while it is down) is not built"}
+#: the session's reward comes from `robolearn reward serve` (`[reward] where = "server"`), so that
+#: reward_model_kill has a process to kill: ArmReach's own rule as a model folder (kind
+#: "reach_distance", rewards/reach_distance.py), loaded by the server like any model. timeout_s 1:
+#: the server's restart (a new Python process) takes longer, so every kill is seen as a timeout
+SERVED_REWARD = {"where": "server", "timeout_s": 1.0}
+METRICS_EVERY_S = 0.5         # the learner's metrics lines: fine enough to see the server's outage
+#: kinds that cannot be injected into a session, with why (said in soak.json, not counted as passed)
+NOT_APPLICABLE: dict[str, str] = {}
+
+
+def served_reward_not_applicable(launch: dict) -> str | None:
+    """Why reward_model_kill cannot be injected into this launch file's session (None: it can)."""
+    reward = launch.get("reward") or {}
+    if reward.get("where") == "server" or (not reward and "ArmReach" in str(launch.get("env", ""))):
+        return None
+    return (f"the session's reward is not served by a reward server ([reward] where = "
+            f"{reward.get('where', 'env')!r} in {launch.get('env')}); the soak adds one only to ArmReach "
+            "(reach_distance) sessions: set [reward] where = \"server\" in the launch file")
 
 
 def parse(argv):
@@ -209,6 +223,15 @@ class Soak:
         from robolearn.configs import dump_toml, read_toml
 
         d = read_toml(self.args.launch)
+        self.not_applicable = dict(NOT_APPLICABLE)
+        why = served_reward_not_applicable(d)
+        if why is not None:
+            self.not_applicable["reward_model_kill"] = why
+        elif not d.get("reward"):  # ArmReach's rule, served: the same path as any model folder
+            from robolearn.rewards.reach_distance import save_reach_distance
+
+            d["reward"] = {"model": str(save_reach_distance(self.out / "reach_reward").resolve()), **SERVED_REWARD}
+        d.setdefault("learner", {})["metrics_every_s"] = METRICS_EVERY_S
         ft = d.setdefault("finetune", {})
         ft.update(checkpoint=str(self.ckpt), zero_shot_episodes=self.args.episodes,
                   final_episodes=self.args.episodes)
@@ -223,9 +246,10 @@ class Soak:
 
         launch = self.launch_file()
         hz = control_hz(load_launch(launch))
-        self.schedule = schedule(self.args.minutes)
+        self.schedule = [f for f in schedule(self.args.minutes) if f["kind"] not in self.not_applicable]
         steps = int(self.args.minutes * 60 * hz * 0.8)  # pauses (restarts) take the rest
-        restarts = sum(1 for f in self.schedule if f["kind"] in ("learner_kill", "actor_kill")) + 1
+        restarts = sum(1 for f in self.schedule
+                       if f["kind"] in ("learner_kill", "actor_kill", "reward_model_kill")) + 1
         cmd = _cli() + ["finetune", str(launch), "--out", str(self.run_dir), "--steps", str(steps),
                         "--max-restarts", str(restarts), "--quiet"]
         print(f"soak: {' '.join(cmd[2:])}", flush=True)
@@ -251,7 +275,7 @@ class Soak:
             log.write(line)
             log.flush()
             self.lines.append((time.monotonic(), line))
-            m = re.match(r"started (learner|actor) pid (\d+)", line)
+            m = re.match(r"started (learner|actor|reward_server) pid (\d+)", line)
             if m:
                 self.pids[m.group(1)] = int(m.group(2))
                 if m.group(1) == "actor":
@@ -293,7 +317,7 @@ class Soak:
                 rec.update(injected=False, observed=f"injection failed: {type(exc).__name__}: {exc}")
             print(f"soak: fault {json.dumps(rec)}", flush=True)
             self.faults.append(rec)
-        for kind, why in NOT_APPLICABLE.items():
+        for kind, why in self.not_applicable.items():
             self.faults.append({"kind": kind, "injected": False, "not_applicable": why})
         with open(self.out / "faults.jsonl", "w") as fl:
             for rec in self.faults:
@@ -367,6 +391,28 @@ class Soak:
         return {"pid": pid, "signal": "SIGKILL",
                 "observed": {"restarted_pid": self.pids["actor"] if self.pids["actor"] != pid else None}}
 
+    def _reward_model_kill(self, _s: float) -> dict:
+        """SIGKILL the reward server; observe its restart and when the new one answers (a probe
+        on its socket), so the checks can look at the learner's labels in between."""
+        pid = self.pids["reward_server"]
+        address = self._reward_address()
+        killed_at = time.time()
+        os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.pids["reward_server"] == pid and self.proc.poll() is None:
+            time.sleep(0.1)
+        new_pid = self.pids["reward_server"] if self.pids["reward_server"] != pid else None
+        answering_at = _probe_reward_server(address, deadline) if new_pid else None
+        return {"pid": pid, "signal": "SIGKILL", "address": address, "killed_at": round(killed_at, 3),
+                "observed": {"restarted_pid": new_pid, "answering_at": answering_at,
+                             "down_s": round(answering_at - killed_at, 2) if answering_at else None}}
+
+    def _reward_address(self) -> str:
+        from robolearn.configs import read_toml
+
+        return read_toml(self.run_dir / "finetune_launch.toml")["reward"]["address"]
+
     def _disk_full(self, seconds: float) -> dict:
         if not self.disk.mounted:
             return {"injected": False, "observed": f"no tmpfs ({self.disk.error})"}
@@ -383,6 +429,32 @@ class Soak:
         self.disk.empty()
         return {"filled_bytes": wrote, "free_bytes_while_full": free, "held_s": round(held, 1),
                 "observed": {"checkpoint_failures": _count(log, "checkpoint at env step", "failed") - n0}}
+
+
+def _probe_reward_server(address: str, deadline: float) -> float | None:
+    """The time (unix s) the reward server at `address` first answers a request (an empty one:
+    any reply, an error included, says it is serving), None if not before `deadline`."""
+    import zmq
+
+    from robolearn.runtime import messages as M
+
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.connect(address)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                sock.send(M.encode(M.SCORE, id=0, next_obs={}), zmq.NOBLOCK)
+            except zmq.Again:
+                time.sleep(0.05)
+                continue
+            if sock.poll(500, zmq.POLLIN):
+                sock.recv()
+                return round(time.time(), 3)
+        return None
+    finally:
+        sock.close()
 
 
 def schedule(minutes: float) -> list[dict]:
@@ -426,7 +498,7 @@ def checks(result: dict, run_dir: Path) -> dict:
     out["unsafe_commands"] = _check_unsafe(result.get("servo_counts_at_zero_shot"),
                                            report.get("emulator_faults"))
     out["learner_resumed_from_latest"] = _check_resumes(faults)
-    out["faults_accounted"] = _check_accounted(faults, report)
+    out["faults_accounted"] = _check_accounted(faults, report, run_dir)
     zs = (report.get("zero_shot") or {}).get("true_success_rate")
     fin = (report.get("final") or {}).get("true_success_rate")
     truth = [t for t in (report.get("true_success") or []) if t is not None]
@@ -515,7 +587,33 @@ def _check_resumes(faults: list[dict]) -> dict:
     return {"pass": bool(kills) and all(e["pass"] for e in each), "kills": each}
 
 
-def _check_accounted(faults: list[dict], report: dict) -> dict:
+def _labels_while_down(metrics_lines: list[str], kill: dict, margin_s: float = 0.5) -> dict:
+    """The learner's reward-server counters on its metrics lines between a kill (+ `margin_s`,
+    for a reply already on the wire) and the restarted server's first answer: `labelled` must
+    not grow in that window (no transition got a reward while the server was down), per
+    learner process (a restarted learner counts from 0)."""
+    t0 = kill.get("killed_at")
+    t1 = (kill.get("observed") or {}).get("answering_at")
+    if t0 is None or t1 is None:
+        return {"pass": False, "why": "the kill or the server's return was not observed"}
+    by_pid: dict = {}
+    for ln in metrics_lines:
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            continue
+        rs, t = rec.get("reward_server"), rec.get("time")
+        if isinstance(rs, dict) and t is not None and t0 + margin_s < t < t1:
+            by_pid.setdefault(rec.get("pid"), []).append(rs)
+    grew = {str(pid): rs[-1]["labelled"] - rs[0]["labelled"] for pid, rs in by_pid.items()}
+    lines = sum(len(v) for v in by_pid.values())
+    held = {str(pid): rs[-1]["held"] - rs[0]["held"] for pid, rs in by_pid.items()}
+    return {"pass": lines >= 2 and not any(grew.values()), "window_s": round(t1 - t0 - margin_s, 2),
+            "metrics_lines_in_window": lines, "labelled_growth_in_window": grew,
+            "held_growth_in_window": held}
+
+
+def _check_accounted(faults: list[dict], report: dict, run_dir: Path | None = None) -> dict:
     """Each injected fault against what the session's report (and the emulator) counted."""
     inj = [f for f in faults if f.get("injected")]
     n = {k: sum(1 for f in inj if f["kind"] == k) for k, _, _ in ROUND}
@@ -543,6 +641,18 @@ def _check_accounted(faults: list[dict], report: dict) -> dict:
                       "pass": (report.get("checkpoint_failures") or 0) >= n["disk_full"] and all(
                           f["observed"]["checkpoint_failures"] >= 1 for f in inj if f["kind"] == "disk_full")},
     }
+    served = report.get("reward_server") or {}
+    kills = [f for f in inj if f["kind"] == "reward_model_kill"]
+    metrics = _lines(run_dir / "metrics.jsonl") if run_dir is not None else []
+    windows = [_labels_while_down(metrics, f) for f in kills]
+    per["reward_model_kill"] = {
+        "injected": n["reward_model_kill"], "report_reward_server_restarts": report.get("reward_server_restarts"),
+        "held": served.get("held"), "relabelled": served.get("relabelled"), "dropped": served.get("dropped"),
+        "server_timeouts": served.get("server_timeouts"), "down_windows": windows,
+        "pass": n["reward_model_kill"] == 0 or (
+            report.get("reward_server_restarts") == n["reward_model_kill"]
+            and (served.get("held") or 0) > 0 and (served.get("relabelled") or 0) > 0
+            and all(w["pass"] for w in windows))}
     missed = [f["kind"] for f in faults if not f.get("injected") and not f.get("not_applicable")]
     return {"pass": all(v["pass"] for v in per.values()) and not missed, "per_kind": per,
             "planned_but_not_injected": missed,

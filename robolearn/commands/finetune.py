@@ -4,8 +4,10 @@ One session: (emulator, when the launch file names a reality) -> zero-shot evalu
 pretrained policy on the robot -> learner + actor processes (the learner starts from the
 pretrained checkpoint with the chosen warm start; the actor records every episode) -> final
 evaluation of the fine-tuned policy on the robot -> session_report.json/.png. A learner that
-dies is restarted from the session's last checkpoint while the actor holds the robot; Ctrl-C
-stops both, which checkpoints the learner and commits the episode in progress.
+dies is restarted from the session's last checkpoint while the actor holds the robot; with
+`[reward] where = "server"` the session starts `robolearn reward serve` too and restarts it when
+it dies (the learner holds transitions meanwhile); Ctrl-C stops them all, which checkpoints the
+learner and commits the episode in progress.
 """
 from __future__ import annotations
 
@@ -203,6 +205,14 @@ def _session(args, cfg, run_dir) -> int:
         lc.weights_port = lc.weights_port or free_port(lc.host)
         while lc.weights_port == lc.port:
             lc.weights_port = free_port(lc.host)
+        reward_server = None
+        if cfg.reward and cfg.reward.get("where") == "server":  # its own process, restarted like the others
+            from robolearn.reward_config import reward_config
+            from robolearn.runtime.reward_server import RewardServerProcess
+
+            cfg.reward.setdefault("address", f"tcp://{lc.host}:{free_port(lc.host)}")
+            reward_server = RewardServerProcess(reward_config(cfg.reward), cfg.reward["address"],
+                                                run_dir / "logs" / "reward_server.log", args.max_restarts)
         resolved = run_dir / "finetune_launch.toml"
         resolved.write_text(dump_toml(children_config(cfg)))
         hz = F.control_hz(cfg)
@@ -261,6 +271,9 @@ def _session(args, cfg, run_dir) -> int:
         learner_cmd = base + ["learner", str(resolved), "--out", str(run_dir),
                               "--owned-by", str(os.getpid())]
         actor_cmd = base + ["actor", str(resolved), "--id", "robot0", "--out", str(run_dir)]
+        if reward_server is not None:
+            reward_server.t0 = t_session
+            reward_server.start()
         learner = start("learner", learner_cmd)
         time.sleep(0.2)
         actor = start("actor", actor_cmd)
@@ -292,6 +305,13 @@ def _session(args, cfg, run_dir) -> int:
                     except subprocess.TimeoutExpired:
                         _stop([actor], grace=5.0)
                     break
+                if reward_server is not None:  # killed or crashed: restarted; the learner holds meanwhile
+                    why = reward_server.check()
+                    if why is not None:
+                        print(f"{why}: stopping the session", flush=True)
+                        failed["reward_server"] = reward_server.proc.returncode
+                        _stop([actor, learner], grace=GRACE_S)
+                        break
                 arc = actor.poll()
                 if arc is not None and arc < 0 and actor_restarts < args.max_restarts:
                     # killed by a signal (SIGKILL, the OOM killer): not a bus or device fault,
@@ -323,6 +343,8 @@ def _session(args, cfg, run_dir) -> int:
                 time.sleep(0.1)
         finally:
             _stop([p for p in (learner, actor) if p.poll() is None], grace=5.0)
+            if reward_server is not None:  # after the learner: its last labels came from it
+                reward_server.stop()
             for f in files:
                 f.close()
             for s, h in old.items():
@@ -332,6 +354,9 @@ def _session(args, cfg, run_dir) -> int:
             retrainer.join(timeout=900.0)
         report_extra["learner_restarts"] = restarts
         report_extra["actor_restarts"] = actor_restarts
+        if reward_server is not None:
+            report_extra["reward_server_restarts"] = reward_server.restarts
+            restart_log = sorted(restart_log + reward_server.restart_log, key=lambda r: r["t_s"])
         report_extra["restarts"] = restart_log
         report_extra["failed"] = failed
         report_extra["stopped_by_signal"] = stopping["signal"]
@@ -343,7 +368,7 @@ def _session(args, cfg, run_dir) -> int:
         if summary.exists():
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
                                                if k in ("env_steps", "updates", "wall_s", "finetune",
-                                                        "exit_reason", "utd")}
+                                                        "exit_reason", "utd", "reward_server")}
         if emulator is not None and emulator.truth_url:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         if emulator is not None:
@@ -360,7 +385,8 @@ def _session(args, cfg, run_dir) -> int:
     print(f"session report: {run_dir / 'session_report.json'} and session_report.png", flush=True)
     summary_line = {k: report.get(k) for k in ("episodes", "robot_time_s", "zero_shot", "final",
                                                "interventions", "intervention_rate_by_block", "resets",
-                                               "learner_restarts")}
+                                               "learner_restarts", "reward_server_restarts",
+                                               "reward_server")}
     summary_line.update({k: report[k] for k in ("pure_pursuit_lap_time_s", "teleports", "human_prompts")
                          if "CarLap" in cfg.env and k in report})
     print(json.dumps(summary_line), flush=True)

@@ -1,7 +1,9 @@
-"""`robolearn reward train|eval`: train a reward model from a dataset; validate it in sim.
+"""`robolearn reward train|eval|serve`: train a reward model from a dataset; validate it in sim;
+serve it to a learner from a process of its own.
 
     robolearn reward train DATASET --kind classifier|progress --out DIR
     robolearn reward eval --env ID --model DIR --episodes N [--policy RUN_DIR] [--png PATH]
+    robolearn reward serve --model DIR --address tcp://HOST:PORT   ([reward] where = "server")
 
 `eval` compares the model with the sim's ground truth on fresh scripted, random, perturbed
 (gripper open, lifted too low) and, with --policy, policy episodes: precision, recall, F1,
@@ -9,7 +11,8 @@ rank correlation of progress with true progress, latency per frame, and a PNG of
 """
 from __future__ import annotations
 
-HELP = "Train a reward model (success classifier, progress) from a dataset, or validate one in sim."
+HELP = ("Train a reward model (success classifier, progress) from a dataset, validate one in sim, or serve "
+        "one on a socket.")
 
 
 def add_arguments(parser) -> None:
@@ -39,6 +42,15 @@ def add_arguments(parser) -> None:
     e.add_argument("--policy", default=None, help="also run episodes of this trained policy (run folder)")
     e.add_argument("--png", default=None, help="score-vs-truth plot (default DIR/eval_<env>.png)")
     e.add_argument("--json", default=None, help="also write the results as JSON")
+    s = sub.add_parser("serve", help="answer a learner's scoring requests on a ZeroMQ socket ([reward] "
+                                     "where = \"server\"; robolearn finetune starts it itself)")
+    s.add_argument("--model", required=True, help="model folder (loaded as [reward] model = DIR)")
+    s.add_argument("--address", required=True, help="socket to bind, tcp://HOST:PORT (the learner's "
+                                                    "[reward] address)")
+    s.add_argument("--kind", default=None, help="model kind (default: the folder's reward.json)")
+    s.add_argument("--threshold", type=float, default=None, help="override the success threshold")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--max-message-bytes", type=int, default=64 << 20, help="largest request accepted")
 
 
 def run(args) -> int:
@@ -47,6 +59,16 @@ def run(args) -> int:
 
     from robolearn.errors import ConfigError
 
+    if args.action == "serve":
+        from robolearn.reward_config import reward_config
+        from robolearn.runtime.reward_server import serve
+
+        if not Path(args.model).is_dir():
+            raise ConfigError(f"--model {args.model}: no such model folder (from `robolearn reward train`)")
+        table = {"model": args.model, "device": args.device, "where": "server", "address": args.address}
+        table.update({k: v for k, v in (("kind", args.kind), ("threshold", args.threshold)) if v is not None})
+        serve(reward_config(table, "reward serve"), args.address, args.max_message_bytes)
+        return 0
     if args.action == "train":
         if args.epochs is not None and args.epochs < 1:
             raise ConfigError(f"--epochs {args.epochs}: must be >= 1")

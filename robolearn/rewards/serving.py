@@ -7,6 +7,10 @@
 - Beside the learner (`where = "learner"`): the actor sends transitions with a placeholder
   reward; the learner's `TransitionLabeler` scores each `next_obs` batch as it arrives, before
   it enters replay, and drops transitions it has no answer for (the actor never waits).
+- In a process of its own (`where = "server"`, `address`, `timeout_s`, `max_held`): `robolearn
+  reward serve` loads the model with `build_model` and scores with `TransitionLabeler`
+  (runtime/reward_server.py); the learner asks it, and holds transitions while it is down
+  (runtime/reward_client.py). The actor's side is as for "learner".
 
 The `[reward]` table of a launch file (and `reward_source=` for gymnasium.make, which also
 takes a model folder path or this table as a dict) is read into `RewardConfig`.
@@ -41,6 +45,12 @@ def _build_model(cfg: RewardConfig):
     from robolearn.rewards.model_versions import ReloadingReward, current_dir, is_versioned
 
     kind = cfg.kind
+    if kind == "reach_distance":  # ArmReach's rule as a model folder (rewards/reach_distance.py)
+        from robolearn.rewards.reach_distance import ReachDistanceReward
+
+        if not cfg.model:
+            raise ConfigError("[reward] kind='reach_distance' needs model = \"DIR\" (save_reach_distance)")
+        return ReachDistanceReward(cfg.model, threshold=cfg.threshold)
     if kind == "cube_finder":   # ArmPush: the task's reward at the camera's cube position
         from robolearn.rewards.push_camera import CubeFinderPushReward
 
@@ -50,6 +60,8 @@ def _build_model(cfg: RewardConfig):
         from robolearn.rewards.checkpoint import read_meta
 
         kind = read_meta(current_dir(cfg.model) if versioned else cfg.model)["kind"]
+        if kind == "reach_distance":
+            return _build_model(RewardConfig(**{**cfg.__dict__, "kind": kind}))
     if kind in ("classifier", "progress") and not cfg.model:
         raise ConfigError(f"[reward] kind={kind!r} needs model = \"DIR\" (from `robolearn reward train`)")
     if versioned:
@@ -171,11 +183,13 @@ class PendingReward:
 
 def actor_env_kwargs(env_kwargs: dict, reward: dict) -> dict:
     """env kwargs for an actor's env under a `[reward]` table: the model itself in the loop
-    (where = "env"), or `PendingReward` when the learner labels (where = "learner")."""
+    (where = "env"), or `PendingReward` when the learner labels (where = "learner", or "server":
+    the learner asks `robolearn reward serve`, runtime/reward_client.py)."""
     if not reward or reward.get("kind") == "human":
         return dict(env_kwargs)
     cfg = reward_config(reward)
-    return {**env_kwargs, "reward_source": PendingReward() if cfg.where == "learner" else dict(reward)}
+    later = cfg.where in ("learner", "server")  # the learner labels (itself, or by asking the server)
+    return {**env_kwargs, "reward_source": PendingReward() if later else dict(reward)}
 
 
 def learner_labeler(reward: dict, observation_space) -> "TransitionLabeler | None":

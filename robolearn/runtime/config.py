@@ -342,7 +342,7 @@ def _check_operator(cfg: LaunchConfig) -> None:
     if ft.robot_demos:
         if ft.warm_start != "rlpd":
             raise ConfigError("finetune.robot_demos are RLPD prior data: set warm_start = \"rlpd\"")
-        if cfg.reward and cfg.reward.get("where") == "learner":
+        if cfg.reward and cfg.reward.get("where") in ("learner", "server"):
             raise ConfigError("finetune.robot_demos need rewards as they are recorded: [reward] "
                               "where = \"env\" (the learner labels only streamed transitions)")
 

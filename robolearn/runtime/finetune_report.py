@@ -60,6 +60,9 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
                                  + _count_lines(run_dir / "logs" / "actor.log", "recording failed at step")),
         **(extra or {}),
     }
+    served = reward_server_counts(run_dir)
+    if served is not None:
+        report["reward_server"] = {**served, **report.get("reward_server", {})}
     from robolearn.runtime.finetune_labels import label_report
 
     report.update(label_report(run_dir, control_hz))  # operator labels (finetune.label_successes)
@@ -78,6 +81,44 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     except Exception as exc:  # a plot must never cost the JSON
         log.warning("session_report.png not written: %s", exc)
     return report
+
+
+SERVER_COUNTS = ("labelled", "held", "relabelled", "dropped", "server_timeouts", "server_unreachable", "missing")
+
+
+def reward_server_counts(run_dir: Path) -> dict | None:
+    """The learner's reward-server counters (`[reward] where = "server"`) over every learner
+    process of the session: the last metrics line of each (by pid), the final one from
+    summary.json. A killed learner's counts are those of its last metrics line (at most
+    `metrics_every_s` old), and what it held then was lost with it (`held_lost_with_learner`).
+    None when the session had no reward server."""
+    last: dict[int, dict] = {}
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        lines = []
+    for ln in lines:
+        try:
+            rec = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("reward_server"), dict):
+            last[rec.get("pid", 0)] = rec["reward_server"]
+    final_pid = None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if isinstance(summary.get("reward_server"), dict):
+            final_pid = summary.get("pid", 0)
+            last[final_pid] = summary["reward_server"]
+    except (OSError, ValueError):
+        pass
+    if not last:
+        return None
+    out = {k: int(sum(c.get(k, 0) for c in last.values())) for k in SERVER_COUNTS}
+    out["learner_processes"] = len(last)
+    out["still_held_at_end"] = int(last[final_pid].get("still_held", 0)) if final_pid in last else None
+    out["held_lost_with_learner"] = int(sum(c.get("still_held", 0) for p, c in last.items() if p != final_pid))
+    return out
 
 
 def episode_precision_report(eps: list[dict], control_hz: float, block_s: float = 600.0) -> dict:

@@ -116,6 +116,8 @@ class Learner:
 
         # [reward] where = "learner": label transitions here, as they arrive, before replay
         self.labeler = learner_labeler(cfg.reward, self.env.observation_space)
+        # [reward] where = "server": ask `robolearn reward serve`, holding transitions while it is down
+        self.server_labeler = self._server_labeler(cfg)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
@@ -139,6 +141,22 @@ class Learner:
         self.sockets = None
         self._metrics_f = None
         self._t_start = time.monotonic()
+
+    def _server_labeler(self, cfg: LaunchConfig):
+        if not cfg.reward:
+            return None
+        from robolearn.reward_config import reward_config
+
+        rc = reward_config(cfg.reward)
+        if rc.where != "server":
+            return None
+        if not rc.address:
+            self.env.close()
+            raise ConfigError("[reward] where = \"server\" needs address = \"tcp://HOST:PORT\" (the socket of "
+                              "`robolearn reward serve`; `robolearn finetune` picks one and starts the server)")
+        from robolearn.runtime.reward_client import ServerLabeler
+
+        return ServerLabeler(rc.address, rc.timeout_s, rc.max_held, self.lcfg.max_message_bytes)
 
     def _prior_runs(self, cfg: LaunchConfig) -> tuple[list[dict], list[dict]]:
         """`[replay] prior_runs`: earlier runs' and datasets' transitions, checked against this
@@ -275,20 +293,44 @@ class Learner:
                 log.warning("actor %s sent %d transition(s) with no reward (NaN: the reward model "
                             "had no answer) at step(s) %s; not stored", rec.actor_id,
                             int(missing.sum()), batch["step"][missing].tolist()[:20])
-            self._add(rec, batch, n)
+            if self.server_labeler is not None:  # stored when the server has labelled them
+                rec.transitions += n
+                self.env_steps += n
+                self.server_labeler.submit(rec, batch, n)
+                self.pump_labels(0.0)
+            else:
+                self._add(rec, batch, n)
             self._reply(identity, M.HEARTBEAT, session=self.session, known=True)
             return n
         self.bad_messages += 1
         log.error("dropped an unexpected %r message from %s", kind, rec.actor_id)
         return 0
 
+    def pump_labels(self, budget_s: float = 0.01) -> int:
+        """Store the batches the reward server has labelled since the last call; returns how many
+        transitions were stored (a MISSING answer is dropped and counted, as any other)."""
+        if self.server_labeler is None:
+            return 0
+        stored = 0
+        for rec, batch, reward, success, _held in self.server_labeler.pump(budget_s):
+            n = len(reward)
+            self._store(rec, batch, n, reward, success, success)
+            stored += n
+        return stored
+
     def _add(self, rec: ActorRecord, b: dict, n: int) -> None:
-        obs_keys = list(b["obs"])
         rewards, successes = b["reward"], b["success"]
         labelled_term = None
         if self.labeler is not None:
             rewards, successes, _ = self.labeler.label(b["next_obs"])
             labelled_term = successes
+        self._store(rec, b, n, rewards, successes, labelled_term)
+        rec.transitions += n
+        self.env_steps += n
+
+    def _store(self, rec: ActorRecord, b: dict, n: int, rewards, successes, labelled_term) -> None:
+        """Into replay, with their rewards (a NaN reward is never stored: dropped and counted)."""
+        obs_keys = list(b["obs"])
         for i in range(n):
             obs = {k: b["obs"][k][i] for k in obs_keys}
             nxt = {k: b["next_obs"][k][i] for k in obs_keys}
@@ -310,8 +352,6 @@ class Learner:
                 rec.returns.append(rec.ep_return)
                 rec.successes.append(rec.ep_success)
                 rec.ep_return, rec.ep_success = 0.0, False
-        rec.transitions += n
-        self.env_steps += n
 
     # ---------------------------------------------------------------------- training
     def updates_due(self) -> int:
@@ -376,6 +416,7 @@ class Learner:
             while not self.stop_event.is_set():
                 due = self.updates_due()
                 self.poll(timeout_ms=0 if due > 0 else 20)
+                self.pump_labels()
                 due = self.updates_due()
                 if due > 0:
                     self.train_slice(due)
@@ -427,6 +468,8 @@ class Learner:
             "peer_disconnects": self.peer_disconnects,
             "checkpoint_failures": self.checkpoint_failures,
             "rejected_handshakes": self.rejected_handshakes,
+            **({"reward_server": self.server_labeler.metrics()} if self.server_labeler is not None else {}),
+            "time": round(time.time(), 3), "pid": os.getpid(),   # a restarted learner's lines apart
             "per_actor": {r.actor_id: {"transitions": r.transitions, "episodes": r.episodes,
                                        "alive": r.alive} for r in self.actors.values()},
         }
@@ -492,6 +535,11 @@ class Learner:
         import zmq
 
         self.socket_events()
+        if self.server_labeler is not None:  # what the server can still label goes in; the rest
+            # stays counted as held (never stored with a made-up reward)
+            for rec, batch, reward, success, _held in self.server_labeler.finish(
+                    2 * self.server_labeler.timeout_s):
+                self._store(rec, batch, len(reward), reward, success, success)
         # tell the actors first, so they stop while we evaluate
         try:
             self.sockets.pub.send(M.encode(M.SHUTDOWN, env_hash=self.fingerprint["hash"],
@@ -523,6 +571,8 @@ class Learner:
         return summary
 
     def close(self) -> None:
+        if self.server_labeler is not None:
+            self.server_labeler.close()
         if self._metrics_f is not None:
             self._metrics_f.close()
             self._metrics_f = None

@@ -32,7 +32,9 @@ TRANSITIONS = "transitions"  # actor -> learner: a batch of transitions (stacked
 HEARTBEAT = "heartbeat"    # both ways: liveness
 WEIGHTS = "weights"        # learner -> actors (PUB): safetensors policy state
 SHUTDOWN = "shutdown"      # learner -> actors (PUB): training finished, stop
-TYPES = (HELLO, WELCOME, REFUSE, TRANSITIONS, HEARTBEAT, WEIGHTS, SHUTDOWN)
+SCORE = "score"            # learner -> reward server: request id + a batch of next observations
+SCORES = "scores"          # reward server -> learner: request id + rewards (NaN = MISSING), success
+TYPES = (HELLO, WELCOME, REFUSE, TRANSITIONS, HEARTBEAT, WEIGHTS, SHUTDOWN, SCORE, SCORES)
 
 ALLOWED_DTYPES = {
     np.dtype(t).str for t in
