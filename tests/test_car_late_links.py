@@ -263,3 +263,23 @@ def test_live_truth_is_none_while_late_and_an_error_when_gone():
             truth.close()
     finally:
         srv.close()
+
+
+def test_session_report_adds_up_the_actors_car_link_counts(tmp_path):
+    """What the actors counted (actor_<id>.json "car", runtime/actor.py car_stats) reaches the
+    session report as `car_link`, summed over actor processes (a killed and a restarted one)."""
+    import json
+
+    from robolearn.runtime.finetune_report import session_report
+
+    a = {"serial_write_timeouts": 2, "serial_write_retries": 2, "serial_writes_abandoned": 0,
+         "tracker_silences": 3, "tracker_late_frames": 40, "missing_progress_steps": 55}
+    b = {"serial_write_timeouts": 1, "serial_write_retries": 1, "serial_writes_abandoned": 0,
+         "tracker_silences": 0, "tracker_late_frames": 0, "missing_progress_steps": 7}
+    (tmp_path / "actor_robot0.killed1.json").write_text(json.dumps({"actor_id": "robot0", "car": a}))
+    (tmp_path / "actor_robot0.json").write_text(json.dumps({"actor_id": "robot0", "car": b}))
+    rep = session_report(tmp_path, 20.0)
+    assert rep["car_link"] == {"serial_write_timeouts": 3, "serial_write_retries": 3,
+                               "serial_writes_abandoned": 0, "tracker_silences": 3,
+                               "tracker_late_frames": 40, "missing_progress_steps": 62}
+    assert json.loads((tmp_path / "session_report.json").read_text())["car_link"] == rep["car_link"]
