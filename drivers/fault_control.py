@@ -2,13 +2,14 @@
 
 Why a route and not an in-process call: a soak (`robolearn bench soak`) must hurt the session
 the way hardware would, from outside its processes. The emulator is the hardware, so it takes
-`POST /faults` ({"drop_rate": p, "corrupt_rate": p, "camera_stall": bool, "tracker_dropout":
-bool, "tracker_stall_s": s, "serial_stall_s": s}) and applies it to the pseudo-terminal's
-transmit path (`ptylink.Faults`), the MJPEG streams (`stall`), the car's pose tracker
-(`force_dropout`: it loses the car; `stall`: its stream goes silent for s seconds, then sends
-what it held, late) and the pseudo-terminal's receive path (`stall_input`: the device takes no
-bytes for s seconds, so the host's writes time out), and
-`GET /faults.json` says what it did and what it received: replies corrupted, bytes dropped,
+`POST /faults` with any of
+- "drop_rate", "corrupt_rate" (probabilities): the pseudo-terminal's transmit path (`ptylink.Faults`);
+- "camera_stall" (bool): the MJPEG streams keep their connections and send nothing (`stall`);
+- "tracker_dropout" (bool): the car's pose tracker loses the car (frames say untracked);
+- "tracker_stall_s" (s): its stream goes silent that long, then sends what it held, late;
+- "serial_stall_s" (s): the device takes none of the host's bytes that long (its writes time out);
+- "truth_stall_s" (s): /truth.json answers that late;
+and `GET /faults.json` says what it did and what it received: replies corrupted, bytes dropped,
 stalls and stalled seconds, and every goal-position write with those outside the joints' range
 (the servo side of "no unsafe command reached the servos").
 """
@@ -21,7 +22,7 @@ import time
 FAULTS_ROUTE = "/faults"
 FAULTS_STATE_ROUTE = "/faults.json"
 FAULT_KEYS = ("drop_rate", "corrupt_rate", "camera_stall", "tracker_dropout", "tracker_stall_s",
-              "serial_stall_s")
+              "serial_stall_s", "truth_stall_s")
 
 
 class FaultControl:
@@ -43,7 +44,9 @@ class FaultControl:
         for key in ("tracker_dropout", "tracker_stall_s"):
             if key in body and self.tracker is None:
                 raise ValueError(f"{key}: this emulator has no pose tracker (only the car has one)")
-        for key in ("tracker_stall_s", "serial_stall_s"):
+        if "truth_stall_s" in body and self.streamer is None:
+            raise ValueError("truth_stall_s: this emulator serves no truth (it has no camera server)")
+        for key in ("tracker_stall_s", "serial_stall_s", "truth_stall_s"):
             if key in body:
                 v = float(body[key])
                 if not (math.isfinite(v) and 0.0 <= v <= 600.0):
@@ -74,6 +77,8 @@ class FaultControl:
                 self.tracker.stall(float(body["tracker_stall_s"]))
             if "serial_stall_s" in body:
                 self.emu.dev.stall_input(float(body["serial_stall_s"]))
+            if "truth_stall_s" in body:
+                self.streamer.stall_truth(float(body["truth_stall_s"]))
         return self.state()
 
     def state(self) -> dict:
@@ -84,6 +89,7 @@ class FaultControl:
                "camera_stalled_s": round(self.stalled_s + (time.monotonic() - self._stalled_since
                                                            if stalled else 0.0), 3),
                "camera_frames": self.streamer.frames if self.streamer is not None else None,
+               "truth_stalls": getattr(self.streamer, "truth_stalls", None),
                **f.counts()}
         if self.tracker is not None:
             out.update(tracker_dropout=self.tracker.forced, tracker_frames=self.tracker.frames,

@@ -283,3 +283,35 @@ def test_session_report_adds_up_the_actors_car_link_counts(tmp_path):
                                "serial_writes_abandoned": 0, "tracker_silences": 3,
                                "tracker_late_frames": 40, "missing_progress_steps": 62}
     assert json.loads((tmp_path / "session_report.json").read_text())["car_link"] == rep["car_link"]
+
+
+@pytest.mark.timeout(90)
+def test_reference_lap_rides_out_a_late_truth_and_counts_it():
+    """The session's reference lap (pure pursuit on the emulator's truth): /truth.json answers
+    1.5 s late once mid-lap -> pure pursuit brakes blind meanwhile, the lap is still driven, the
+    late answers are counted; a truth gone past the limit is a clear error."""
+    import threading
+
+    from robolearn.runtime.config import FinetuneConfig, LaunchConfig
+    from robolearn.runtime.finetune_car import pure_pursuit_true_pose
+
+    with start_emulator("car", reality=QUIET, cameras=True) as robot:
+        cfg = LaunchConfig(env="robolearn/CarLap-v0", max_episode_steps=900,
+                           env_kwargs={"backend": "real", "port": robot.port, "tracker": robot.tracker_url},
+                           finetune=FinetuneConfig(truth_url=robot.truth_url))
+        stall = threading.Timer(4.0, post_faults, args=(robot.faults_url, {"truth_stall_s": 1.5}))
+        stall.start()
+        try:
+            ref = pure_pursuit_true_pose(cfg, laps=1)
+        finally:
+            stall.cancel()
+        assert ref["laps"] == 1 and ref["collisions"] == 0
+        t = ref["truth"]
+        assert t["blind_steps"] >= 10 and t["stale_reads"] >= 10 and t["longest_wait_s"] > 1.2
+        assert ref["link"]["serial_writes_abandoned"] == 0
+        assert post_faults(robot.faults_url, {})["truth_stalls"] == 1
+        cfg.env_kwargs["tracker_lost_after"] = 1.0       # the same knob bounds the truth's silence
+        post_faults(robot.faults_url, {"truth_stall_s": 60.0})
+        with pytest.raises(DeviceDisconnectedError, match="ground truth .* did not answer"):
+            pure_pursuit_true_pose(cfg, laps=1)
+        post_faults(robot.faults_url, {"truth_stall_s": 0.0})
