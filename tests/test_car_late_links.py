@@ -315,3 +315,51 @@ def test_reference_lap_rides_out_a_late_truth_and_counts_it():
         with pytest.raises(DeviceDisconnectedError, match="ground truth .* did not answer"):
             pure_pursuit_true_pose(cfg, laps=1)
         post_faults(robot.faults_url, {"truth_stall_s": 0.0})
+
+
+@pytest.mark.timeout(90)
+def test_actor_counts_late_links_and_ends_cleanly_when_the_tracker_is_gone(tmp_path):
+    """The actor process's path (what `robolearn finetune` runs): a serial stall and a 2 s tracker
+    silence are ridden out, then a silence past tracker_lost_after stops the actor with a clear
+    error; its summary (actor_<id>.json "car") has the counts and the finished episodes are on disk."""
+    import json
+    import threading
+
+    from robolearn.data.dataset import Dataset
+    from robolearn.runtime.actor import Actor
+    from robolearn.runtime.config import config_from_dict
+    from robolearn.runtime.transport import free_port
+
+    with start_emulator("car", reality=QUIET, cameras=False) as robot:
+        cfg = config_from_dict({
+            "env": "robolearn/CarLap-v0", "max_episode_steps": 30, "out": str(tmp_path),
+            "env_kwargs": {"backend": "real", "port": robot.port, "tracker": robot.tracker_url,
+                           "tracker_lost_after": 3.0},
+            "learner": {"agent": {"actor_hidden": [8], "critic_hidden": [8]}},
+            "actor": {"loop_hz": 20, "realtime": False, "act_without_learner": True,
+                      "record": str(tmp_path / "episodes")}})
+        actor = Actor(cfg, "car0", f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}",
+                      out_dir=tmp_path)
+        # (the actor holds still for its first 2 s, waiting for a learner there is none of)
+        faults = [(3.0, {"serial_stall_s": 0.7}), (4.5, {"tracker_stall_s": 2.0}),
+                  (8.5, {"tracker_stall_s": 60.0})]
+        timers = [threading.Timer(t, post_faults, args=(robot.faults_url, body)) for t, body in faults]
+        for t in timers:
+            t.start()
+        try:
+            with pytest.raises(DeviceDisconnectedError, match="sent nothing for"):
+                actor.run()
+        finally:
+            for t in timers:
+                t.cancel()
+        assert robot.emulator.applied == (0.0, 0.0)            # closed: neutral
+    s = json.loads((tmp_path / "actor_car0.json").read_text())
+    assert "pose tracker" in s["error"] and s["exit_reason"].startswith("error: DeviceDisconnectedError")
+    car = s["car"]
+    assert car["serial_write_timeouts"] >= 1 and car["serial_write_retries"] >= 1
+    assert car["serial_writes_abandoned"] == 0
+    assert car["tracker_silences"] >= 2 and car["tracker_longest_silence_s"] > 2.5
+    assert car["missing_progress_steps"] >= 20                  # the 2 s silence (less any reset in it)
+    assert s["env_steps"] > 60                                  # it went on after the 2 s silence
+    ds = Dataset(tmp_path / "episodes")
+    assert len(ds) >= 2                                         # finished episodes kept
