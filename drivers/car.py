@@ -4,9 +4,17 @@ Why a reader thread: the controller streams telemetry at ~100 Hz whether or not 
 background thread parses it continuously and keeps only the latest sample; `read()` then
 costs nothing and never blocks on the wire. A disconnect seen by the thread is re-raised as
 `DeviceDisconnectedError` by the next call from the control loop.
+
+Late vs lost: a write that times out (`write_timeout`) means the controller took no bytes for
+that long, which a busy MCU, a full USB buffer or a starved host also cause; the frame is
+written again (`write_retries` times, counted in `link_stats()`), led by a 0x00 delimiter so
+any part of it that did go out ends as one bad frame the firmware skips. Only consecutive
+timeouts past that bound, or a port that fails outright (EIO: the cable is out), are a
+disconnected controller, whose firmware failsafe then sets neutral throttle.
 """
 from __future__ import annotations
 
+import logging
 import select
 import termios
 import threading
@@ -18,8 +26,10 @@ import serial
 from robolearn.drivers import car_protocol as cp
 from robolearn.drivers.pacing import Pacer
 from robolearn.drivers.safety import CarSafety
-from robolearn.errors import DeviceDisconnectedError, DeviceError
+from robolearn.errors import ConfigError, DeviceDisconnectedError, DeviceError
 from robolearn.robot import CarSpec, CarState
+
+log = logging.getLogger("robolearn.drivers.car")
 
 # what pyserial lets through when a port vanishes (tcflush raises termios.error, not OSError)
 IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
@@ -32,14 +42,22 @@ class SerialCar:
                  timeout_ms: int = cp.DEFAULT_TIMEOUT_MS,
                  telemetry_period_ms: int = cp.DEFAULT_TELEMETRY_PERIOD_MS,
                  connect_timeout: float = 1.0, safety: CarSafety | None = None,
-                 ticks_per_metre: float = cp.TICKS_PER_METRE):
+                 ticks_per_metre: float = cp.TICKS_PER_METRE, write_timeout: float = 0.5,
+                 write_retries: int = 2):
         self.spec = spec
         self.port = port
         self.ticks_per_metre = float(ticks_per_metre)
         self.safety = safety or CarSafety(max_steer=spec.max_steer)
+        if not 0 < float(write_timeout) <= 5.0:
+            raise ConfigError(f"write_timeout={write_timeout!r}: choose seconds in (0, 5]")
+        if not (isinstance(write_retries, int) and 0 <= write_retries <= 10):
+            raise ConfigError(f"write_retries={write_retries!r}: choose a whole number in 0..10")
+        self.write_timeout, self.write_retries = float(write_timeout), write_retries
+        #: writes that timed out, frames written again after one, frames given up on
+        self.write_timeouts = self.writes_retried = self.writes_abandoned = 0
         self.safety.add_stop(self._send_neutral)
         try:
-            self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, write_timeout=0.5)
+            self.ser = serial.Serial(port, baudrate=baudrate, timeout=0, write_timeout=self.write_timeout)
         except (serial.SerialException, OSError, ValueError) as exc:
             raise DeviceError(f"cannot open car controller port {port!r}: {exc}. Check the path "
                               "(ls /dev/ttyACM* /dev/ttyUSB*) and the 'dialout' group.") from None
@@ -87,12 +105,34 @@ class SerialCar:
                     self._got.notify_all()
 
     def _send(self, msg) -> None:
+        """Write one frame; a timed-out write is retried (module docstring), a failed port is not."""
         self._raise_if_failed()
-        try:
-            self.ser.write(cp.encode_frame(msg))
-        except IO_ERRORS as exc:
-            self._error = exc
-            self._raise_if_failed()
+        frame = cp.encode_frame(msg)
+        for attempt in range(self.write_retries + 1):
+            try:
+                # after a timeout part of the frame may have gone out: a leading delimiter ends it
+                self.ser.write(frame if attempt == 0 else b"\x00" + frame)
+                return
+            except serial.SerialTimeoutException:
+                self.write_timeouts += 1
+                if attempt < self.write_retries:
+                    self.writes_retried += 1
+                    log.warning("car controller on %r took no bytes for %.2f s (write timeout): "
+                                "writing the frame again (%d/%d)", self.port, self.write_timeout,
+                                attempt + 1, self.write_retries)
+            except IO_ERRORS as exc:      # EIO, port gone: the cable is out
+                self._error = exc
+                self._raise_if_failed()
+        self.writes_abandoned += 1
+        self._error = serial.SerialTimeoutException(
+            f"{self.write_retries + 1} writes in a row timed out ({self.write_timeout:g} s each): "
+            "the controller takes no bytes")
+        self._raise_if_failed()
+
+    def link_stats(self) -> dict:
+        """What the link saw: write timeouts, retries, frames given up on, bad frames received."""
+        return {"write_timeouts": self.write_timeouts, "write_retries": self.writes_retried,
+                "writes_abandoned": self.writes_abandoned, "bad_frames": self.parser.errors}
 
     def _raise_if_failed(self):
         if self._closed:

@@ -54,6 +54,8 @@ class CameraStreamer:
                                   json_routes={TRUTH_ROUTE: self.truth},
                                   post_routes={HAND_ROUTE: self.hand.place_cube} if self.hand else None)
         self.frames = 0
+        self.truth_stalls = 0                    # fault: /truth.json answered late this often
+        self._truth_late_until = -1.0
         self.error: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="camera-streamer", daemon=True)
@@ -77,6 +79,9 @@ class CameraStreamer:
     def truth(self) -> dict:
         """The plant's true poses (every named body and site), as a motion-capture system in a
         lab would give them: for session reports only, never for a learner or a policy."""
+        late = self._truth_late_until - time.monotonic()
+        if late > 0:                              # fault: answer late (then the poses of now)
+            self._stop.wait(late)
         m, d = self.model, self.data
         with self.lock:
             bodies = {m.body(i).name: [*map(float, d.xpos[i]), *map(float, d.xquat[i])]
@@ -125,6 +130,13 @@ class CameraStreamer:
     def stall(self, stalled: bool = True) -> None:
         """Fault injection: the camera keeps its connections but stops sending frames."""
         self.server.stall(stalled)
+
+    def stall_truth(self, seconds: float) -> None:
+        """Fault injection: /truth.json answers nothing for `seconds` (0 ends it), then answers,
+        as a starved emulator or a loaded machine does (requests made meanwhile are answered late)."""
+        seconds = float(seconds)
+        self.truth_stalls += int(seconds > 0)
+        self._truth_late_until = time.monotonic() + seconds if seconds > 0 else -1.0
 
     def close(self) -> None:
         self._stop.set()

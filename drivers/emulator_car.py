@@ -121,6 +121,12 @@ class CarEmulator(EmulatorThreads):
         failsafe, so throttle goes neutral `timeout_ms` later."""
         self.dev.unplug()
 
+    def stall_input(self, seconds: float) -> None:
+        """Fault: the controller takes no bytes from the host for `seconds` (a starved MCU, a full
+        USB buffer): the host's writes time out, its commands arrive late, and the firmware's
+        failsafe sets neutral throttle `timeout_ms` after the last one it got."""
+        self.dev.stall_input(seconds)
+
     # -------------------------------------------------------------------- wire side
     def _wire_loop(self):
         while not self._stop.is_set():

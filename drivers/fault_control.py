@@ -2,10 +2,14 @@
 
 Why a route and not an in-process call: a soak (`robolearn bench soak`) must hurt the session
 the way hardware would, from outside its processes. The emulator is the hardware, so it takes
-`POST /faults` ({"drop_rate": p, "corrupt_rate": p, "camera_stall": bool, "tracker_dropout":
-bool}) and applies it to the pseudo-terminal's transmit path (`ptylink.Faults`), the MJPEG
-streams (`stall`) and the car's pose tracker (`force_dropout`: it loses the car), and
-`GET /faults.json` says what it did and what it received: replies corrupted, bytes dropped,
+`POST /faults` with any of
+- "drop_rate", "corrupt_rate" (probabilities): the pseudo-terminal's transmit path (`ptylink.Faults`);
+- "camera_stall" (bool): the MJPEG streams keep their connections and send nothing (`stall`);
+- "tracker_dropout" (bool): the car's pose tracker loses the car (frames say untracked);
+- "tracker_stall_s" (s): its stream goes silent that long, then sends what it held, late;
+- "serial_stall_s" (s): the device takes none of the host's bytes that long (its writes time out);
+- "truth_stall_s" (s): /truth.json answers that late;
+and `GET /faults.json` says what it did and what it received: replies corrupted, bytes dropped,
 stalls and stalled seconds, and every goal-position write with those outside the joints' range
 (the servo side of "no unsafe command reached the servos").
 """
@@ -17,6 +21,8 @@ import time
 
 FAULTS_ROUTE = "/faults"
 FAULTS_STATE_ROUTE = "/faults.json"
+FAULT_KEYS = ("drop_rate", "corrupt_rate", "camera_stall", "tracker_dropout", "tracker_stall_s",
+              "serial_stall_s", "truth_stall_s")
 
 
 class FaultControl:
@@ -32,12 +38,19 @@ class FaultControl:
 
     def apply(self, body: dict) -> dict:
         """Set the fault rates / camera stall named in `body`; unknown keys are a 400-style error."""
-        unknown = set(body) - {"drop_rate", "corrupt_rate", "camera_stall", "tracker_dropout"}
+        unknown = set(body) - set(FAULT_KEYS)
         if unknown:
-            raise ValueError(f"unknown fault(s) {sorted(unknown)}: drop_rate, corrupt_rate, camera_stall, "
-                             "tracker_dropout")
-        if "tracker_dropout" in body and self.tracker is None:
-            raise ValueError("tracker_dropout: this emulator has no pose tracker (only the car has one)")
+            raise ValueError(f"unknown fault(s) {sorted(unknown)}: {', '.join(FAULT_KEYS)}")
+        for key in ("tracker_dropout", "tracker_stall_s"):
+            if key in body and self.tracker is None:
+                raise ValueError(f"{key}: this emulator has no pose tracker (only the car has one)")
+        if "truth_stall_s" in body and self.streamer is None:
+            raise ValueError("truth_stall_s: this emulator serves no truth (it has no camera server)")
+        for key in ("tracker_stall_s", "serial_stall_s", "truth_stall_s"):
+            if key in body:
+                v = float(body[key])
+                if not (math.isfinite(v) and 0.0 <= v <= 600.0):
+                    raise ValueError(f"{key}={body[key]!r}: seconds in [0, 600] (0 ends a stall)")
         with self._lock:
             self.requests += 1
             for key in ("drop_rate", "corrupt_rate"):
@@ -60,6 +73,12 @@ class FaultControl:
                 self.streamer.stall(stall)
             if "tracker_dropout" in body:
                 self.tracker.force_dropout(bool(body["tracker_dropout"]))
+            if "tracker_stall_s" in body:
+                self.tracker.stall(float(body["tracker_stall_s"]))
+            if "serial_stall_s" in body:
+                self.emu.dev.stall_input(float(body["serial_stall_s"]))
+            if "truth_stall_s" in body:
+                self.streamer.stall_truth(float(body["truth_stall_s"]))
         return self.state()
 
     def state(self) -> dict:
@@ -70,10 +89,15 @@ class FaultControl:
                "camera_stalled_s": round(self.stalled_s + (time.monotonic() - self._stalled_since
                                                            if stalled else 0.0), 3),
                "camera_frames": self.streamer.frames if self.streamer is not None else None,
+               "truth_stalls": getattr(self.streamer, "truth_stalls", None),
                **f.counts()}
         if self.tracker is not None:
             out.update(tracker_dropout=self.tracker.forced, tracker_frames=self.tracker.frames,
-                       tracker_untracked_frames=self.tracker.untracked_frames)
+                       tracker_untracked_frames=self.tracker.untracked_frames,
+                       tracker_stalls=self.tracker.stalls)
+        dev = getattr(self.emu, "dev", None)
+        if dev is not None and hasattr(dev, "input_stalls"):
+            out["serial_stalls"] = dev.input_stalls
         if hasattr(self.emu, "goal_counts"):
             out.update(self.emu.goal_counts())
         teleports = getattr(getattr(self.emu, "plant", None), "teleports", None)

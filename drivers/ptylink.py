@@ -12,6 +12,7 @@ import fcntl
 import os
 import select
 import struct
+import termios
 import threading
 import time
 import tty
@@ -101,6 +102,9 @@ class PtyDevice:
         self.unplugged = False
         self.bytes_in = 0
         self.bytes_out = 0
+        self.input_stalls = 0            # fault: times the device stopped taking the host's bytes
+        self._resume: threading.Timer | None = None
+        self._stall_gen = 0
 
     def wire_time(self, n_bytes: int) -> float:
         """Seconds n bytes take on a real UART at `baudrate` (8N1 = 10 bits per byte)."""
@@ -130,12 +134,42 @@ class PtyDevice:
             except (serial.SerialException, OSError, ValueError, TypeError):
                 pass
 
+    def stall_input(self, seconds: float) -> None:
+        """Fault: the device takes none of the host's bytes for `seconds` (0: take them again
+        now). The slave's output is suspended (tcflow TCOOFF), as a busy controller's full USB
+        buffer or flow control holds a real host off: the host's writes block, and with a
+        pyserial `write_timeout` they time out; nothing is lost, it arrives afterwards."""
+        seconds = float(seconds)
+        with self._lock:
+            if self.unplugged:
+                return
+            if self._resume is not None:
+                self._resume.cancel()
+                self._resume = None
+            self._stall_gen += 1
+            if seconds <= 0:
+                termios.tcflow(self._slave, termios.TCOON)
+                return
+            termios.tcflow(self._slave, termios.TCOOFF)
+            self.input_stalls += 1
+            self._resume = threading.Timer(seconds, self._end_stall, args=(self._stall_gen,))
+            self._resume.daemon = True
+            self._resume.start()
+
+    def _end_stall(self, gen: int) -> None:
+        with self._lock:
+            if gen == self._stall_gen and not self.unplugged:   # not overtaken by a newer stall
+                termios.tcflow(self._slave, termios.TCOON)
+                self._resume = None
+
     def unplug(self) -> None:
         """Pull the cable: the host's next read or write on `path` fails."""
         with self._lock:
             if self.unplugged:
                 return
             self.unplugged = True
+            if self._resume is not None:
+                self._resume.cancel()
             try:
                 self.ser.close()
             except (serial.SerialException, OSError):

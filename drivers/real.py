@@ -136,12 +136,16 @@ def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int 
                      spec: CarSpec | None = None, max_throttle: float = 1.0,
                      stale_after: float = 0.25, camera_options: dict | None = None,
                      tracker: str | None = None, tracker_stale_after: float = 0.15,
-                     **kw) -> Backend:
+                     tracker_lost_after: float = 10.0, write_timeout: float = 0.5,
+                     write_retries: int = 2, **kw) -> Backend:
     """Car controller on `port`. timeout_ms: firmware failsafe (no command -> neutral);
     max_throttle: cap enforced by the safety supervisor; stale_after: telemetry watchdog (s);
     tracker: URL of an external pose tracker's NDJSON stream (drivers/tracker.py), whose pose
     gives the task its lap progress; tracker_stale_after: s without a frame that count as a
-    dropout."""
+    dropout (reward missing, car braked); tracker_lost_after: s without any frame that end the
+    run (a tracker gone, not late); write_timeout / write_retries: a serial write that takes no
+    bytes this long is written again this many times before the controller counts as
+    disconnected."""
     from robolearn.drivers import car_protocol as cp
     from robolearn.drivers.car import SerialCar
     from robolearn.drivers.safety import CarSafety
@@ -149,7 +153,7 @@ def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int 
     if kw:
         raise ConfigError(f"unknown real car option(s) {sorted(kw)}; accepted: baudrate, timeout_ms, "
                           "telemetry_period_ms, spec, max_throttle, stale_after, camera_options, "
-                          "tracker, tracker_stale_after")
+                          "tracker, tracker_stale_after, tracker_lost_after, write_timeout, write_retries")
     if not port:
         raise ConfigError("backend='real' needs port= (the car controller, e.g. /dev/ttyACM0)")
     spec = spec or default_car_spec()
@@ -163,14 +167,16 @@ def make_car_backend(port: str, camera=None, image_size=(84, 84), baudrate: int 
         raise ConfigError(f"max_throttle={max_throttle}: choose a cap in (0, 1]")
     safety = CarSafety(max_steer=spec.max_steer, max_throttle=max_throttle, stale_after=stale_after)
     car = SerialCar(port, spec, baudrate=baudrate, timeout_ms=timeout_ms,
-                    telemetry_period_ms=period, safety=safety)
+                    telemetry_period_ms=period, safety=safety, write_timeout=write_timeout,
+                    write_retries=write_retries)
     cams, pose_tracker = {}, None
     try:
         cams = _cameras(camera, image_size, camera_options)
         if tracker is not None:
             from robolearn.drivers.tracker import PoseTracker
 
-            pose_tracker = PoseTracker(tracker, stale_after=tracker_stale_after)
+            pose_tracker = PoseTracker(tracker, stale_after=tracker_stale_after,
+                                       lost_after=tracker_lost_after)
     except Exception:
         for c in cams.values():
             c.close()

@@ -9,6 +9,14 @@ Wire format: newline-delimited JSON over HTTP (`drivers/tracker_emulator.py` ser
 documents the fields; a bridge from a real mocap SDK or a fiducial-tracking camera publishes
 the same, docs/car.md). A reader thread keeps the newest frame, as `SerialCar` does with
 telemetry, and reconnects on its own when the stream breaks.
+
+Late vs lost: a stream that goes quiet for longer than `stale_after` is late (a loaded tracker
+computer or network, an occlusion): `pose()` is None, the task marks those steps' progress
+missing and brakes the car, and the run goes on; the silences and the late frames are counted
+(`stats()`). Only a stream silent for `lost_after` (default 10 s) is a tracker gone:
+`check_alive()` then raises `DeviceDisconnectedError`. Frames that say "untracked" are not
+silence: the tracker is there and the car is out of its view (the recovery and the operator
+deal with that).
 """
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from robolearn.errors import ConfigError, DeviceError
+from robolearn.errors import ConfigError, DeviceDisconnectedError, DeviceError
 
 
 @dataclass(frozen=True)
@@ -33,15 +41,20 @@ class TrackerPose:
 
 class PoseTracker:
     """Newest pose from `url` (…/pose.ndjson). `stale_after`: seconds after which an unanswered
-    stream counts as a dropout; `connect_timeout`: for the first frame."""
+    stream counts as a dropout; `lost_after`: seconds of silence that make it a tracker gone;
+    `connect_timeout`: for the first frame."""
 
-    def __init__(self, url: str, stale_after: float = 0.15, connect_timeout: float = 3.0):
+    def __init__(self, url: str, stale_after: float = 0.15, connect_timeout: float = 3.0,
+                 lost_after: float = 10.0):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"tracker={url!r}: give the tracker's stream URL, e.g. "
                               "http://192.168.1.20:8765/pose.ndjson")
         if not 0 < float(stale_after) <= 5.0:
             raise ConfigError(f"tracker stale_after={stale_after!r}: choose seconds in (0, 5]")
-        self.url, self.stale_after = url, float(stale_after)
+        if not float(stale_after) < float(lost_after) <= 3600.0:
+            raise ConfigError(f"tracker_lost_after={lost_after!r}: choose seconds above stale_after "
+                              f"({stale_after}) and at most 3600")
+        self.url, self.stale_after, self.lost_after = url, float(stale_after), float(lost_after)
         self._latest: TrackerPose | None = None
         self._tracked = False
         self._last_frame_at: float | None = None
@@ -49,6 +62,10 @@ class PoseTracker:
         self.untracked_frames = 0
         self.reconnects = 0
         self.bad_lines = 0
+        self.late_frames = 0       # frames older than stale_after when they arrived (latency)
+        self.silences = 0          # gaps between frames longer than stale_after (a late stream)
+        self.silent_s = 0.0        # their total length
+        self.longest_silence_s = 0.0
         self.error: str | None = None
         self._stop = threading.Event()
         self._got = threading.Condition()
@@ -92,6 +109,13 @@ class PoseTracker:
             self.bad_lines += 1                  # a torn line after a reconnect, or garbage
             return
         with self._got:
+            if self._last_frame_at is not None and now - self._last_frame_at > self.stale_after:
+                gap = now - self._last_frame_at
+                self.silences += 1
+                self.silent_s += gap
+                self.longest_silence_s = max(self.longest_silence_s, gap)
+            if pose is not None and pose.latency > self.stale_after:
+                self.late_frames += 1
             self.frames += 1
             self.untracked_frames += int(not tracked)
             self._tracked = tracked
@@ -118,6 +142,33 @@ class PoseTracker:
             if self._last_frame_at is None or now - self._last_frame_at > self.stale_after:
                 return "stale"
             return "tracked" if self._tracked else "untracked"
+
+    def silent_for(self, now: float | None = None) -> float:
+        """Seconds since the last frame arrived (tracked or not)."""
+        now = time.monotonic() if now is None else now
+        with self._got:
+            return 0.0 if self._last_frame_at is None else max(0.0, now - self._last_frame_at)
+
+    def check_alive(self) -> None:
+        """Raise `DeviceDisconnectedError` once the stream has been silent for `lost_after`."""
+        quiet = self.silent_for()
+        if quiet > self.lost_after:
+            raise DeviceDisconnectedError(
+                f"pose tracker at {self.url} sent nothing for {quiet:.1f} s (tracker_lost_after = "
+                f"{self.lost_after:g} s; {self.error or 'connected, but silent'}): the tracker or its "
+                "bridge stopped, or the network is down; the car was braked to a stop")
+
+    def stats(self) -> dict:
+        """Counts for reports: frames, untracked, late frames, silences (late stream), reconnects."""
+        with self._got:
+            now = time.monotonic()
+            ongoing = (now - self._last_frame_at if self._last_frame_at is not None
+                       and now - self._last_frame_at > self.stale_after else 0.0)
+            return {"frames": self.frames, "untracked_frames": self.untracked_frames,
+                    "late_frames": self.late_frames, "silences": self.silences + int(ongoing > 0),
+                    "silent_s": round(self.silent_s + ongoing, 3),
+                    "longest_silence_s": round(max(self.longest_silence_s, ongoing), 3),
+                    "reconnects": self.reconnects, "bad_lines": self.bad_lines}
 
     def wait_pose(self, timeout: float) -> TrackerPose | None:
         """Block until a current pose arrives (or `timeout` s pass: None)."""

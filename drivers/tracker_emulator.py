@@ -16,7 +16,9 @@ response of newline-delimited JSON, one object per captured frame:
 latency the tracker reports, as NatNet does); x, y in metres and yaw in radians in the track
 frame. While the car is lost the frames keep coming with `"tracked": false` and no pose.
 `GET /pose.json` returns the newest frame (for curl). The fault route forces a dropout
-(`force_dropout`, `POST /faults {"tracker_dropout": true}` via drivers/fault_control.py).
+(`force_dropout`, `POST /faults {"tracker_dropout": true}` via drivers/fault_control.py) or a
+stall (`stall`, `{"tracker_stall_s": 2.0}`): the stream goes silent for that long, as a tracker
+computer or network starved by load does, then sends the frames it held, late.
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ class EmulatedTracker:
         self.frames = 0                      # frames sent (tracked or not)
         self.untracked_frames = 0
         self.dropouts = 0                    # spontaneous dropouts begun
+        self.stalls = 0                      # forced stalls (silent stream) begun
+        self._stalled_until = -1.0
         self._dropout_until = -1.0
         self._pending: collections.deque = collections.deque()    # (due, frame) in send order
         self._sent: collections.deque = collections.deque(maxlen=512)
@@ -77,6 +81,16 @@ class EmulatedTracker:
     def force_dropout(self, on: bool = True) -> None:
         """Fault injection: lose the car until called with False (frames say tracked: false)."""
         self.forced = bool(on)
+
+    def stall(self, seconds: float) -> None:
+        """Fault injection: send nothing for `seconds` (0 ends a stall now); frames captured
+        meanwhile leave afterwards, late (their `t_sent` says how late)."""
+        seconds = float(seconds)
+        with self._cond:
+            if seconds > 0:
+                self.stalls += 1
+            self._stalled_until = self.clock() + seconds if seconds > 0 else -1.0
+            self._cond.notify_all()
 
     def latest(self) -> dict:
         with self._cond:
@@ -128,11 +142,14 @@ class EmulatedTracker:
                     next_capture += period
                     if now > next_capture + period:       # fell behind: no burst of catch-up frames
                         next_capture = now + period
-                while self._pending and self._pending[0][0] <= now:
+                stalled_until = self._stalled_until
+                while self._pending and self._pending[0][0] <= now and now >= stalled_until:
                     _, frame = self._pending.popleft()
                     frame["t_sent"] = round(now, 4)
                     self._publish(frame)
                 wake = min(next_capture, self._pending[0][0]) if self._pending else next_capture
+                if now < stalled_until:
+                    wake = min(next_capture, stalled_until)
                 self._stop.wait(max(0.0, wake - self.clock()))
         except Exception as exc:  # noqa: BLE001 - a crashed tracker goes silent; the client sees stale poses
             self.error = exc

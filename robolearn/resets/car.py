@@ -99,13 +99,19 @@ class RecoverOntoTrack:
 
     def _locate(self, task, dt: float):
         """The car's pose (sim: the simulator's; hardware: the tracker's), waiting braked up to
-        `blind_wait_s` while the tracker has lost it; a car that stays unseen fails the reset."""
+        `blind_wait_s` while the tracker has lost it; a car that stays unseen fails the reset.
+        A tracker stream that is only late (silent, not "untracked": a loaded machine) is waited
+        out braked, up to its `lost_after` (then `DeviceDisconnectedError`, drivers/tracker.py)."""
         waited = 0.0
+        tracker = getattr(task, "tracker", None)
         while True:
             pose = task.locate()
             if pose is not None:
                 return pose
-            if waited >= self.blind_wait_s:
+            late = tracker is not None and tracker.status() == "stale"
+            if late:
+                tracker.check_alive()
+            if waited >= self.blind_wait_s and not late:
                 raise ResetError(f"the pose tracker has not seen the car for {self.blind_wait_s:.1f} s "
                                  "(occluded, out of view, or the tracker is down): the recovery cannot "
                                  "steer blind; check the tracker")
@@ -113,7 +119,7 @@ class RecoverOntoTrack:
             v = car.read().speed
             car.command(0.0, 0.0 if abs(v) < 0.05 else float(np.clip(-10.0 * v / car.spec.max_speed, -1.0, 1.0)))
             car.advance(dt)
-            waited += dt
+            waited += 0.0 if late else dt
             yield dt
 
     @staticmethod

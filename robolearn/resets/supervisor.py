@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from robolearn.errors import ResetAbortedError, ResetError
+from robolearn.errors import DeviceDisconnectedError, ResetAbortedError, ResetError
 from robolearn.resets.modes import check_on_failure
 from robolearn.resets.prompt import CONTINUE, QUIT, RETRY
 from robolearn.reset_report import ResetReport
@@ -64,6 +64,9 @@ class ResetSupervisor:
                     self._attempt(controller, task, rng)
                     break
                 except (KeyboardInterrupt, ResetAbortedError):
+                    raise
+                except DeviceDisconnectedError:  # a device gone (cable, tracker) is no failed
+                    self._hold()                 # reset a person could fix by hand: the run ends
                     raise
                 except Exception as exc:  # noqa: BLE001 - any controller fault is a failed reset
                     report.failures += 1

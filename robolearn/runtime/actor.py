@@ -435,6 +435,7 @@ class Actor:
             "loop": ctl.stats.summary(),
             **self.camera.summary(),
             **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),
+            **({"car": car_stats(self.env)} if car_stats(self.env) is not None else {}),
             **({"operator": operator_stats(self.env)} if operator_stats(self.env) is not None else {}),
         }
 
@@ -482,6 +483,26 @@ def bus_stats(env) -> dict | None:
     bus = getattr(robot, "bus", None)
     stats = getattr(bus, "stats", None)
     return dict(stats) if isinstance(stats, dict) else None
+
+
+def car_stats(env) -> dict | None:
+    """A real car env's late-but-alive counts, or None: serial writes that timed out and were
+    written again (drivers/car.py), the pose tracker's late frames and silences
+    (drivers/tracker.py) and the steps whose progress was missing for it (tasks/car.py). What
+    a loaded machine cost the run without ending it."""
+    base = getattr(env, "unwrapped", None)
+    backend = getattr(base, "backend", None)
+    link = getattr(getattr(backend, "robot", None), "link_stats", None)
+    tracker = getattr(backend, "tracker", None)
+    if not callable(link) and tracker is None:
+        return None
+    out: dict = {}
+    if callable(link):
+        out.update({f"serial_{k}": v for k, v in link().items()})
+    if tracker is not None and callable(getattr(tracker, "stats", None)):
+        out.update({f"tracker_{k}": v for k, v in tracker.stats().items()})
+        out["missing_progress_steps"] = int(getattr(getattr(base, "task", None), "tracker_missing_total", 0))
+    return out
 
 
 def operator_stats(env) -> dict | None:

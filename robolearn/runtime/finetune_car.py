@@ -85,8 +85,9 @@ def summarise(runs: list[dict], hz: float, t0: float) -> dict:
 def evaluate_car(cfg, act, episodes: int, seed: int, laps: int = EVAL_LAPS,
                  max_steps: int = EVAL_STEPS, on_reset=None) -> dict:
     """`episodes` whole episodes of `act` on the robot (at most `max_steps` and the launch
-    file's max_episode_steps each): laps, lap times, collisions per lap."""
-    from robolearn.runtime.actor import _make_env
+    file's max_episode_steps each): laps, lap times, collisions per lap, and the link's late
+    counts (`link`: serial write retries, tracker silences)."""
+    from robolearn.runtime.actor import _make_env, car_stats
 
     c = _eval_cfg(cfg, min(max_steps, cfg.max_episode_steps or max_steps))
     env = _make_env(c)
@@ -95,15 +96,18 @@ def evaluate_car(cfg, act, episodes: int, seed: int, laps: int = EVAL_LAPS,
     try:
         runs = [drive(env, act, seed + i, laps, on_reset) for i in range(episodes)]
     finally:
+        link = car_stats(env)
         env.close()
-    return summarise(runs, hz, t0)
+    return {**summarise(runs, hz, t0), "link": link}
 
 
 def pure_pursuit_true_pose(cfg, laps: int = EVAL_LAPS, seed: int = 0) -> dict:
     """The reference: pure pursuit steering by the emulator's true pose (/truth.json), on the
-    session's robot, one episode of `laps` laps (timed by the tracker, as the policy's are)."""
-    from robolearn.drivers.truth import car_pose, fetch_truth
-    from robolearn.runtime.actor import _make_env
+    session's robot, one episode of `laps` laps (timed by the tracker, as the policy's are).
+    The truth is polled beside the loop (`LiveTruth`): a late answer is a step without a pose
+    (pure pursuit brakes, counted in `truth`), only `tracker_lost_after` s without one stops."""
+    from robolearn.drivers.truth import TRUTH_LOST_AFTER, LiveTruth
+    from robolearn.runtime.actor import _make_env, car_stats
     from robolearn.tasks.car_scripted import PurePursuit
 
     url = cfg.finetune.truth_url
@@ -116,14 +120,22 @@ def pure_pursuit_true_pose(cfg, laps: int = EVAL_LAPS, seed: int = 0) -> dict:
         c.obs = "state"
     c.env_kwargs.pop("camera", None)
     env = _make_env(c)
-    hz = float(env.unwrapped.metadata.get("control_hz", 20.0))
-    pp = PurePursuit(env, locate=lambda: car_pose(fetch_truth(url)))
-    t0 = time.monotonic()
+    truth = None
     try:
+        truth = LiveTruth(url, lost_after=float(cfg.env_kwargs.get("tracker_lost_after", TRUTH_LOST_AFTER)))
+        hz = float(env.unwrapped.metadata.get("control_hz", 20.0))
+        pp = PurePursuit(env, locate=truth.car_pose)
+        t0 = time.monotonic()
         run = drive(env, pp.act, seed, laps, on_reset=pp.reset)
     finally:
+        if truth is not None:
+            truth.close()
+        link = car_stats(env)
         env.close()
-    return summarise([run], hz, t0)
+    out = summarise([run], hz, t0)
+    out["truth"] = {**truth.stats(), "blind_steps": pp.blind_steps}
+    out["link"] = link
+    return out
 
 
 def episode_curve(episodes: list[dict], hz: float, track_length: float) -> dict:

@@ -48,6 +48,9 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         "loop": {k: a.get("loop") for k, a in actors.items()},
         # the servo bus as the driver saw it, over every actor process of the session
         "bus": _sum_counts([a.get("bus") for a in actors.values()]),
+        # the car's link as the driver saw it: serial write timeouts retried, the pose tracker's
+        # late frames and silences, steps with missing progress (runtime/actor.py car_stats)
+        "car_link": _sum_counts([a.get("car") for a in actors.values()]),
         "checkpoint_failures": _count_lines(run_dir / "logs" / "learner.log", "checkpoint at env step",
                                             "failed"),
         # episodes the actors dropped on purpose, by reason ("camera_dropped": a camera stopped

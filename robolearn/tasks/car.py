@@ -28,7 +28,9 @@ in the tracker's frame, timed by the tracker's capture times; `collisions` count
 (the largest horizontal acceleration of any telemetry frame in the step above
 `IMPACT_ACCEL`). While the tracker has lost the car the reward is `MISSING` (NaN, flagged
 `reward_missing`: not zero) and the throttle is taken over to brake the car to a stop until
-the pose returns (`info["tracker_hold"]`); the policy keeps steering. Without a tracker, reward
+the pose returns (`info["tracker_hold"]`); the policy keeps steering. A tracker stream that
+is only late is that too; one silent for its `lost_after` (10 s) is gone and the step raises
+`DeviceDisconnectedError` (drivers/tracker.py). Without a tracker, reward
 and success come from the `reward_source` you pass and the lap entries stay at their initial
 values.
 """
@@ -95,6 +97,7 @@ class CarLap(Task):
                                                 dtype=np.float32)
         self._action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self._last_action = np.zeros(2)
+        self.tracker_missing_total = 0   # missing-progress steps over every episode (reports)
         self._reset_counters()
 
     # ---------------------------------------------------------------------------- episode
@@ -155,15 +158,25 @@ class CarLap(Task):
         steer, throttle = float(action[0]) * self.car.spec.max_steer, float(action[1])
         info: dict[str, Any] = {}
         if self.tracker is not None:
-            if self.tracker.pose() is None:   # blind: brake to a stop, ramped, until the pose returns
-                v = self.car.read().speed
-                goal = 0.0 if abs(v) < 0.05 else float(np.clip(-2.0 * v, -HOLD_BRAKE, HOLD_BRAKE))
-                prev = self._hold_throttle
-                throttle = float(np.clip(goal, prev - HOLD_RAMP, prev + HOLD_RAMP))
+            blind = self.tracker.pose() is None
+            if blind:                         # brake to a stop, ramped, until the pose returns
+                throttle = self.blind_throttle(self._hold_throttle)
                 info["tracker_hold"] = True
             self._hold_throttle = throttle
+            self.car.command(steer, throttle)
+            if blind:
+                self.tracker.check_alive()    # silent past lost_after: gone, not late
+            return info
         self.car.command(steer, throttle)
         return info
+
+    def blind_throttle(self, prev: float) -> float:
+        """The throttle that brakes the car to a standstill from `prev`, ramped (HOLD_RAMP a
+        period, at most HOLD_BRAKE), then neutral: what any driver of this task does without a
+        pose (the task on a tracker dropout, pure pursuit without its pose source)."""
+        v = self.car.read().speed
+        goal = 0.0 if abs(v) < 0.05 else float(np.clip(-2.0 * v, -HOLD_BRAKE, HOLD_BRAKE))
+        return float(np.clip(goal, prev - HOLD_RAMP, prev + HOLD_RAMP))
 
     # ------------------------------------------------------------------------ observation
     def _project(self) -> None:
@@ -282,12 +295,14 @@ class CarLap(Task):
         info_extra = {"tracker": "tracked" if pose is not None else self.tracker.status()}
         if pose is None:
             self.tracker_missing_steps += 1
+            self.tracker_missing_total += 1
             self._fix_prev_step = False
             return Evaluation(reward=MISSING, success=self.laps >= 1, terminated=terminated,
                               info={**self._info(), **info_extra})
         if self._fix is None:                # no pose since the episode began: anchor here
             self._anchor(pose)
             self.tracker_missing_steps += 1  # this step's start was not seen
+            self.tracker_missing_total += 1
             reward = MISSING
         else:
             s_prev, t_prev = self._fix
@@ -302,6 +317,7 @@ class CarLap(Task):
             reward = ds - self.collision_penalty * new_hit if self._fix_prev_step else MISSING
             if not self._fix_prev_step:
                 self.tracker_missing_steps += 1
+                self.tracker_missing_total += 1
             self._fix_prev_step = True
         self.off_track = abs(self._lateral) > self._lane
         return Evaluation(reward=reward, success=self.laps >= 1, terminated=terminated,

@@ -8,7 +8,9 @@ Speed: the target is the lowest of the straight-line speed and `sqrt(a_lat / |cu
 the stretch the car needs to brake for; throttle = feed-forward + proportional on the error.
 It reads the car pose from `task.locate()`: the simulator's in sim (allowed for scripted
 controllers), the external pose tracker's on hardware (late and noisy, as a real one is); while
-the tracker has lost the car it repeats its last command (the task brakes the car meanwhile).
+it has no pose it keeps its last steering and brakes the car to a stop (`task.blind_throttle`,
+what the task itself does on a tracker dropout; with another pose source, e.g. the emulator's
+truth for a reference lap, nothing else would).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ class PurePursuit:
         self.car = base.task.car
         self.cfg = config or PurePursuitConfig()
         self._idx: int | None = None
-
+        self.blind_steps = 0           # steps without a pose (counted for reports)
         self._last = np.zeros(2, dtype=np.float32)
 
     def reset(self) -> None:
@@ -54,6 +56,10 @@ class PurePursuit:
         wb, max_steer = self.car.spec.wheelbase, self.car.spec.max_steer
         pose = self.locate()
         if pose is None:
+            self.blind_steps += 1
+            brake = getattr(self.task, "blind_throttle", None)
+            if brake is not None:
+                self._last = np.array([self._last[0], brake(float(self._last[1]))], dtype=np.float32)
             return self._last.copy()
         x, y, yaw = pose
         v = self.car.read().speed

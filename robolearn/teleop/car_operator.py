@@ -67,7 +67,7 @@ class CarGamepadOperator:
     wait_for_operator = False
 
     def __init__(self, env, config: CarOperatorConfig | None = None):
-        from robolearn.drivers.truth import car_pose, fetch_truth
+        from robolearn.drivers.truth import LiveTruth, car_pose
         from robolearn.tasks.car_scripted import PurePursuit, PurePursuitConfig
 
         self.config = cfg = config or CarOperatorConfig()
@@ -76,7 +76,9 @@ class CarGamepadOperator:
                               "person sees): `robolearn emulate car` prints it as \"truth\"")
         if cfg.reaction_s < 0 or cfg.wobble < 0 or cfg.wobble_tau_s <= 0 or cfg.demo_laps < 1:
             raise ConfigError("car operator: reaction_s and wobble >= 0, wobble_tau_s > 0, demo_laps >= 1")
-        self._fetch = lambda: car_pose(fetch_truth(cfg.truth_url))
+        # polled beside the loop: a late answer is a moment the person did not see the car
+        self.truth = LiveTruth(cfg.truth_url)
+        self._car_pose = car_pose
         self.driver = PurePursuit(env, PurePursuitConfig(v_straight=cfg.v_straight, a_lat=cfg.a_lat),
                                   locate=self._seen_pose)
         self.dt = 1.0 / float(env.unwrapped.metadata.get("control_hz", 20.0))
@@ -91,8 +93,12 @@ class CarGamepadOperator:
         just before it (people anticipate; steering a stale pose as if it were now weaves).
         None until they have seen enough."""
         now = time.monotonic()
-        self._seen.append((now, self._fetch()))
+        got = self.truth.latest()
+        if got is not None and (not self._seen or got[0] > self._seen[-1][0]):
+            self._seen.append((got[0], self._car_pose(got[1])))
         lag = self.config.reaction_s
+        if not self._seen or now - self._seen[-1][0] > lag + self.truth.stale_after:
+            return None                      # they have not seen the car for a while: brake
         while len(self._seen) > 1 and now - self._seen[1][0] >= lag:
             self._old.append(self._seen.popleft())
         t, pose = self._seen[0]
@@ -158,7 +164,7 @@ class CarGamepadOperator:
                 f"drives {c.demo_laps} laps at <= {c.v_straight} m/s, then presses success")
 
     def close(self) -> None:
-        pass
+        self.truth.close()
 
 
 class CarOperatorPrompt:
