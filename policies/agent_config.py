@@ -132,10 +132,6 @@ class AgentConfig:
         if self.network == "simba":
             for k in ("simba_actor_width", "simba_actor_blocks", "simba_critic_width", "simba_critic_blocks"):
                 need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
-            need(not (self.critic_batch_renorm or self.actor_batch_renorm),
-                 "network='simba' normalises with LayerNorm and a running observation normaliser; "
-                 "it does not compose with batch renormalisation (crossq's critic_batch_renorm / "
-                 "actor_batch_renorm): use another preset or set network='mlp'")
         need(self.actor in ACTORS, f"actor={self.actor!r}: choose one of {', '.join(map(repr, ACTORS))}")
         if self.actor == "flow":
             need(self.flow_steps >= 1, f"flow_steps={self.flow_steps} must be >= 1")

@@ -146,22 +146,31 @@ class EnsembleSimba(nn.Module):
     Why: the residual path keeps an (almost) linear map from input to output, which biases a
     large network toward simple functions; with pre-LayerNorm blocks and a running observation
     normaliser (`RunningNorm`, on with `network="simba"`) a bigger critic learns faster
-    instead of worse. `dropout` (DroQ) sits after each block's ReLU."""
+    instead of worse. `dropout` (DroQ) sits after each block's ReLU.
+
+    With `batch_renorm` (BatchRenorm options; CrossQ, which has no target network and relies on
+    batch statistics shared by (s, a) and (s', a') in one forward) every LayerNorm becomes a
+    BatchRenorm and one more normalises the input, as CrossQ's MLP critic does."""
 
     def __init__(self, ensemble_size: int, in_dim: int, width: int, blocks: int, out_dim: int,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, batch_renorm: dict | None = None):
         super().__init__()
         self.ensemble_size = ensemble_size
         e = ensemble_size
+
+        def norm(d):
+            return EnsembleLayerNorm(e, d) if batch_renorm is None else EnsembleBatchRenorm(e, d, **batch_renorm)
+
+        self.inp = EnsembleBatchRenorm(e, in_dim, **batch_renorm) if batch_renorm is not None else None
         self.proj = EnsembleLinear(e, in_dim, width)
         self.blocks = nn.ModuleList()
         for _ in range(blocks):
-            parts = [EnsembleLayerNorm(e, width), EnsembleLinear(e, width, 4 * width), nn.ReLU(inplace=True)]
+            parts = [norm(width), EnsembleLinear(e, width, 4 * width), nn.ReLU(inplace=True)]
             if dropout > 0:
                 parts.append(Dropout(dropout))
             parts.append(EnsembleLinear(e, 4 * width, width))
             self.blocks.append(nn.ModuleList(parts))
-        self.norm = EnsembleLayerNorm(e, width)
+        self.norm = norm(width)
         self.head = EnsembleLinear(e, width, out_dim)
 
     def set_generator(self, generator: torch.Generator) -> None:
@@ -174,6 +183,12 @@ class EnsembleSimba(nn.Module):
         def layer(m, h):
             return m(h, members) if isinstance(m, (EnsembleLinear, EnsembleLayerNorm)) else m(h)
 
+        if self.inp is not None:  # CrossQ: batch statistics per member
+            if members is not None:
+                raise NotImplementedError("member subsets of batch-renorm critics (CrossQ has no target)")
+            if x.dim() == 2:
+                x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
+            x = self.inp(x)
         h = layer(self.proj, x)
         for block in self.blocks:
             r = h
@@ -184,19 +199,26 @@ class EnsembleSimba(nn.Module):
 
 
 class Simba(nn.Module):
-    """One SimBa network (the actor's): Linear -> N residual pre-LN blocks -> LN -> Linear."""
+    """One SimBa network (the actor's): Linear -> N residual pre-LN blocks -> LN -> Linear.
+    With `batch_renorm` (CrossQ's actor) BatchRenorm replaces each LayerNorm and normalises the
+    input too."""
 
-    def __init__(self, in_dim: int, width: int, blocks: int, out_dim: int):
+    def __init__(self, in_dim: int, width: int, blocks: int, out_dim: int, batch_renorm: dict | None = None):
         super().__init__()
+
+        def norm(d):
+            return nn.LayerNorm(d) if batch_renorm is None else BatchRenorm(d, **batch_renorm)
+
+        self.inp = BatchRenorm(in_dim, **batch_renorm) if batch_renorm is not None else nn.Identity()
         self.proj = nn.Linear(in_dim, width)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.ReLU(inplace=True),
+            nn.Sequential(norm(width), nn.Linear(width, 4 * width), nn.ReLU(inplace=True),
                           nn.Linear(4 * width, width)) for _ in range(blocks))
-        self.norm = nn.LayerNorm(width)
+        self.norm = norm(width)
         self.head = nn.Linear(width, out_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.proj(x)
+        h = self.proj(self.inp(x))
         for block in self.blocks:
             h = h + block(h)
         return self.head(self.norm(h))
@@ -229,12 +251,15 @@ class Critic(nn.Module):
     def __init__(self, feature_dim: int, action_dim: int, num_critics: int, hidden: tuple[int, ...],
                  simba: tuple[int, int] | None = None, **mlp_options):
         """`simba=(width, blocks)`: a SimBa ensemble instead of the MLP (`hidden` unused; of the
-        MLP options only `dropout` applies)."""
+        MLP options `dropout` and `batch_renorm` (+ its momentum / warmup) apply)."""
         super().__init__()
         self.num_critics = num_critics
         if simba is not None:
+            brn = (dict(momentum=mlp_options.get("renorm_momentum", 0.01),
+                        warmup_steps=mlp_options.get("renorm_warmup", 100_000))
+                   if mlp_options.get("batch_renorm") else None)
             self.mlp = EnsembleSimba(num_critics, feature_dim + action_dim, simba[0], simba[1], 1,
-                                     dropout=mlp_options.get("dropout", 0.0))
+                                     dropout=mlp_options.get("dropout", 0.0), batch_renorm=brn)
         else:
             self.mlp = EnsembleMLP(num_critics, feature_dim + action_dim, hidden, 1, **mlp_options)
 
@@ -273,7 +298,7 @@ class Actor(nn.Module):
         super().__init__()
         self.in_features = int(feature_dim)
         if simba is not None:
-            self.net = Simba(feature_dim, simba[0], simba[1], 2 * action_dim)
+            self.net = Simba(feature_dim, simba[0], simba[1], 2 * action_dim, batch_renorm)
         else:
             self.net = mlp(feature_dim, hidden, 2 * action_dim, batch_renorm)
 

@@ -16,8 +16,8 @@ from test_learners import ACT, STATE, TINY, PointGoal, batch_for, check_nan_guar
 SMALL = dict(TINY, simba_actor_width=16, simba_actor_blocks=1, simba_critic_width=16, simba_critic_blocks=2)
 
 
-@pytest.mark.parametrize("algo", sorted(set(ALGOS) - {"crossq"}))
-def test_simba_composes_with_every_preset_but_crossq(algo):
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_simba_composes_with_every_preset(algo):
     space = space_for(algo)
     agent = make_agent(algo, space, ACT, seed=0, network="simba", **SMALL)
     assert isinstance(agent.actor.net, Simba) and isinstance(agent.critic.mlp, EnsembleSimba)
@@ -30,9 +30,28 @@ def test_simba_composes_with_every_preset_but_crossq(algo):
     assert a.shape == (2,) and np.all(np.abs(a) <= 1)
 
 
-def test_simba_with_crossq_or_a_bad_size_is_a_clear_error():
-    with pytest.raises(ConfigError, match="network='simba'.*batch renormalisation.*crossq"):
-        make_agent("crossq", STATE, ACT, network="simba")
+def test_crossq_simba_normalises_with_batch_renorm_not_layer_norm():
+    """CrossQ has no target network: its critic needs batch statistics shared by (s, a) and
+    (s', a'); SimBa's LayerNorms become BatchRenorms there (and in its actor), plus one on the
+    input, as crossq's MLP has. Training mode moves the running statistics, eval does not."""
+    from robolearn.policies.batchrenorm import BatchRenorm, EnsembleBatchRenorm
+
+    agent = make_agent("crossq", STATE, ACT, seed=0, network="simba", **SMALL)
+    critic, actor = agent.critic.mlp, agent.actor.net
+    assert isinstance(critic.inp, EnsembleBatchRenorm) and isinstance(critic.norm, EnsembleBatchRenorm)
+    assert all(isinstance(b[0], EnsembleBatchRenorm) for b in critic.blocks)
+    assert isinstance(actor.inp, BatchRenorm) and isinstance(actor.norm, BatchRenorm)
+    assert not any(isinstance(m, (torch.nn.LayerNorm,)) for m in actor.modules())
+    stats = [b.clone() for b in critic.buffers()]
+    for i in range(4):
+        m = agent.update(batch_for(STATE, seed=i))
+    assert all(math.isfinite(v) for v in m.values())
+    assert any(not torch.equal(a, b) for a, b in zip(stats, critic.buffers()))   # the statistics moved
+    with pytest.raises(NotImplementedError, match="member subsets"):
+        critic(torch.randn(4, critic.proj.weight.shape[1]), members=torch.tensor([0]))
+
+
+def test_simba_with_a_bad_size_is_a_clear_error():
     with pytest.raises(ConfigError, match="network='resnet'.*'mlp', 'simba'"):
         make_agent("sac", STATE, ACT, network="resnet")
     with pytest.raises(ConfigError, match="simba_critic_blocks=0"):
@@ -56,7 +75,7 @@ def test_ensemble_simba_equals_its_members_one_by_one():
                                    rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["sac", "droq", "drq"])
+@pytest.mark.parametrize("algo", ["sac", "droq", "drq", "crossq"])
 def test_simba_state_dict_round_trip_is_exact(algo):
     space = space_for(algo)
     a = make_agent(algo, space, ACT, seed=1, network="simba", **SMALL)
@@ -75,12 +94,13 @@ def test_simba_nan_guard():
                     lambda a: a.critic.mlp.proj.weight.__setitem__((0, 0, 0), float("nan")))
 
 
+@pytest.mark.parametrize("algo", ["sac", "crossq"])
 @pytest.mark.parametrize("fmt,suffix", [("onnx", ".onnx"), ("torchscript", ".pt")])
-def test_simba_actor_exports_with_parity(tmp_path, fmt, suffix):
+def test_simba_actor_exports_with_parity(tmp_path, fmt, suffix, algo):
     pytest.importorskip("onnxruntime")
     from test_export import assert_export_parity, reach_agent
 
-    agent = reach_agent("sac", network="simba", simba_actor_width=32, simba_critic_width=32)
+    agent = reach_agent(algo, network="simba", simba_actor_width=32, simba_critic_width=32)
     assert_export_parity(agent, fmt, tmp_path / f"p{suffix}")
 
 
