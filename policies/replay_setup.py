@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from robolearn.data.replay import MixedSampler, ReplayBuffer, slots_needed, transitions_to_buffer
 from robolearn.errors import ConfigError
+from robolearn.policies.train_config import RAE_PRIOR_FRACTION
 
 
 def n_step_gamma(agent_config) -> tuple[int, float]:
@@ -21,8 +22,8 @@ def make_buffer(observation_space, action_space, agent_config, capacity: int, se
     return ReplayBuffer(observation_space, action_space, capacity, n_step=n_step, gamma=gamma, seed=seed)
 
 
-def batch_shares(agent_fraction: float, rae_fraction: float | None, rae_default: float,
-                 prior_runs: bool, demos_in_prior: bool) -> tuple[float | None, float | None]:
+def batch_shares(agent_fraction: float, rae_fraction: float | None, prior_runs: bool,
+                 demos_in_prior: bool) -> tuple[float | None, float | None]:
     """(prior buffer's share, earlier runs' own share or None) of every batch.
 
     Without earlier runs: the agent's own share (rlpd: 0.5 demos), or None. With them and no
@@ -34,8 +35,8 @@ def batch_shares(agent_fraction: float, rae_fraction: float | None, rae_default:
     if not prior_runs:
         return (agent_fraction or None), None
     if not demos_in_prior:
-        return (rae_fraction or agent_fraction or rae_default), None
-    earlier = rae_fraction if rae_fraction is not None else rae_default * (1.0 - agent_fraction)
+        return (rae_fraction or agent_fraction or RAE_PRIOR_FRACTION), None
+    earlier = rae_fraction if rae_fraction is not None else RAE_PRIOR_FRACTION * (1.0 - agent_fraction)
     if agent_fraction + earlier >= 1.0:
         raise ConfigError(f"[replay] prior_fraction={earlier}: the demos already take "
                           f"{agent_fraction} of every batch (the agent's prior_fraction), so the "

@@ -16,7 +16,7 @@ from robolearn.policies.env_building import evaluation_env_kwargs, make_env
 from robolearn.policies.prior_runs import load_prior_runs
 from robolearn.policies.registry import ALGOS, make_agent, profile_overrides
 from robolearn.policies.replay_setup import batch_shares, build_replays
-from robolearn.policies.train_config import RAE_PRIOR_FRACTION, TrainConfig, replay_options
+from robolearn.policies.train_config import TrainConfig, replay_options
 from robolearn.reset_report import ResetStats
 
 
@@ -73,7 +73,7 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
             demos = load_demos(cfg.demos, trainer.env, seed=cfg.seed)
         trainer.demo_count = len(demos["action"]) if demos is not None else 0
         demos_in_prior = bool(demos is not None and agent_fraction)
-        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction, RAE_PRIOR_FRACTION,
+        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction,
                                                         bool(prior_runs), demos_in_prior)
         trainer.prior_runs_report: list[dict] = []
         if prior_runs:  # only for a new run: a resumed one restores its prior buffer
@@ -98,7 +98,7 @@ def build_run(trainer, cfg: TrainConfig, wrap_env, _resumed_state: dict | None,
         trainer.prior_capacity = int(_resumed_state["prior_capacity"])
         trainer.prior_runs_report = list(_resumed_state.get("prior_runs", []))
         earlier_capacity = int(_resumed_state.get("earlier_capacity", 0)) or None
-        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction, RAE_PRIOR_FRACTION,
+        prior_fraction, earlier_fraction = batch_shares(agent_fraction, rae_fraction,
                                                         bool(prior_runs), earlier_capacity is not None)
     trainer.prior_fraction = prior_fraction if trainer.prior_capacity else None
     trainer.replay, trainer.prior, trainer.earlier, trainer.sampler = build_replays(

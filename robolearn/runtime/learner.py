@@ -54,7 +54,7 @@ class Learner:
         from robolearn.policies.demos import load_demos
         from robolearn.data.replay import slots_needed
         from robolearn.policies.replay_setup import batch_shares, build_replays
-        from robolearn.policies.train_config import RAE_PRIOR_FRACTION, replay_options
+        from robolearn.policies.train_config import replay_options
         from robolearn.runtime.actor import _make_env, agent_overrides
         from robolearn.policies.registry import make_agent
 
@@ -104,8 +104,7 @@ class Learner:
         # RaE, as `train` does it (policies/trainer_setup.py): earlier runs fill the prior buffer,
         # or beside rlpd's demos get a buffer and a share of their own
         prior_fraction, earlier_fraction = batch_shares(
-            float(prior_fraction or 0.0), replay_options(cfg.replay)[1], RAE_PRIOR_FRACTION,
-            bool(prior_data), demos_in_prior)
+            float(prior_fraction or 0.0), replay_options(cfg.replay)[1], bool(prior_data), demos_in_prior)
         if prior_data and earlier_fraction is None:
             prior_capacity = max(prior_capacity, cap) + sum(slots_needed(d) for d in prior_data)
         self.replay, self.prior, self.earlier, self.sampler = build_replays(
