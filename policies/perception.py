@@ -288,7 +288,7 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
     tail split holds out whole episodes). `in_camera_frame`: targets in the camera's frame as
     the arm's nominal kinematics place it at the measured joints (a camera that moves with the
     arm, the wrist's: world = `to_world(target, *kin.camera_pose(q, camera))`)."""
-    from robolearn.sim.randomization import CAMERA_RANDOMIZATION, DomainRandomization, load_reality_gap
+    from robolearn.sim.randomization import DomainRandomization, camera_randomization, load_reality_gap
 
     if env_id not in TARGETS:
         raise ConfigError(f"no perception targets defined for {env_id}; supported: {', '.join(TARGETS)}")
@@ -296,8 +296,10 @@ def collect_frames(env_id: str, frames: int, camera: str, seed: int = 0,
         raise ConfigError(f"keep={keep}: a share of frames in (0, 1]")
     sl, _ = TARGETS[env_id]
     env = gym.make(env_id, obs="state", camera=camera, privileged_obs=True)
-    if randomize:  # Tobin et al.: camera pose, lighting; colours are jittered in training
-        env = DomainRandomization(env, load_reality_gap(CAMERA_RANDOMIZATION).randomization, seed=seed)
+    if randomize:  # Tobin et al.: camera pose, lighting (the car: surface colours, patterns too);
+        # colours are also jittered in training
+        gap = load_reality_gap(camera_randomization(env_id))
+        env = DomainRandomization(env, gap.randomization, seed=seed)
     rng = np.random.default_rng(seed)
     ctrl = env.unwrapped.scripted_controller()
     cam = env.unwrapped.backend.cameras[camera]

@@ -52,6 +52,8 @@ class DomainRandomizationConfig:
     camera_rot_deg: Range | None = None        # camera rotation about a random axis, degrees
     light_pos_add: Range | None = None         # + light position, m, each axis
     light_diffuse_scale: Range | None = None   # x light (and headlight) diffuse colour
+    surface_rgb_scale: Range | None = None     # x each surface colour's R, G, B (geoms, materials)
+    texture_repeat_scale: Range | None = None  # x each material's texture repeat (pattern size)
     per_element: bool = True
 
     def __post_init__(self):
@@ -59,7 +61,8 @@ class DomainRandomizationConfig:
                  "actuator_gain_scale": dict(positive=True), "joint_damping_scale": dict(nonneg=True),
                  "joint_damping_add": dict(nonneg=True), "camera_pos_add": {},
                  "camera_rot_deg": dict(limit=180.0), "light_pos_add": {},
-                 "light_diffuse_scale": dict(nonneg=True)}
+                 "light_diffuse_scale": dict(nonneg=True), "surface_rgb_scale": dict(nonneg=True),
+                 "texture_repeat_scale": dict(positive=True)}
         for name, kw in rules.items():
             value = getattr(self, name)
             if value is not None:
@@ -221,6 +224,8 @@ class DomainRandomization(gym.Wrapper):
         self._seed = seed
         self._rng: np.random.Generator | None = None
         self.values: dict[str, np.ndarray] = {}
+        # geoms whose nominal colours are equal are one surface (e.g. a track's strips)
+        self._colour_groups = np.unique(self.nominal["geom_rgba"], axis=0, return_inverse=True)[1].reshape(-1)
 
     def restore_nominal(self, set_const: bool = True) -> None:
         """Write the model's nominal values back (what it had when the wrapper was made)."""
@@ -267,6 +272,20 @@ class DomainRandomization(gym.Wrapper):
         if "camera_rot_deg" in values:
             axes = rng.normal(size=(m.ncam, 3))
             values["camera_rot_axis"] = axes / np.maximum(np.linalg.norm(axes, axis=1, keepdims=True), 1e-12)
+        if c.surface_rgb_scale is not None:
+            # one draw per channel for each group of geoms that share a colour (every strip of
+            # asphalt stays one asphalt) and for each material; per_element=False: one tint
+            groups = self._colour_groups
+            if c.per_element:
+                per_group = rng.uniform(*c.surface_rgb_scale, size=(groups.max(initial=-1) + 1, 3))
+                values["geom_rgb_scale"] = per_group[groups] if m.ngeom else np.ones((0, 3))
+                values["material_rgb_scale"] = rng.uniform(*c.surface_rgb_scale, size=(m.nmat, 3))
+            else:
+                tint = rng.uniform(*c.surface_rgb_scale, size=3)
+                values["geom_rgb_scale"] = np.tile(tint, (m.ngeom, 1))
+                values["material_rgb_scale"] = np.tile(tint, (m.nmat, 1))
+        if c.texture_repeat_scale is not None:
+            values["texture_repeat_scale"] = draw(c.texture_repeat_scale, m.nmat)
         return values
 
     def _apply(self, v: dict[str, np.ndarray]) -> None:
@@ -280,7 +299,8 @@ class DomainRandomization(gym.Wrapper):
 # ------------------------------------------------- parameter application (shared helpers)
 #: model arrays `apply_model_values` may write (their nominal copies come from `nominal_model_values`)
 MODEL_FIELDS = ("body_mass", "body_inertia", "geom_friction", "actuator_gainprm", "actuator_biasprm",
-                "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse")
+                "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse", "geom_rgba", "mat_rgba",
+                "mat_texrepeat")
 
 
 def nominal_model_values(m: mujoco.MjModel) -> dict[str, np.ndarray]:
@@ -296,7 +316,8 @@ def apply_model_values(m: mujoco.MjModel, nom: dict[str, np.ndarray], v: dict[st
     `v` holds any of: mass_scale (nbody), friction_scale (ngeom), actuator_gain_scale (nu),
     joint_damping_scale / joint_damping_add (nv), camera_pos_add (ncam, 3), camera_rot_deg
     (ncam) with camera_rot_axis (ncam, 3), light_pos_add (nlight, 3), light_diffuse_scale
-    (nlight + 1, the last is the headlight). Used by domain randomization (sampled values),
+    (nlight + 1, the last is the headlight), geom_rgb_scale (ngeom, 3), material_rgb_scale
+    (nmat, 3), texture_repeat_scale (nmat). Used by domain randomization (sampled values),
     the emulated reality (fixed values) and system identification (fitted values); call
     `set_const` afterwards so derived constants follow.
     """
@@ -326,6 +347,12 @@ def apply_model_values(m: mujoco.MjModel, nom: dict[str, np.ndarray], v: dict[st
         s = v["light_diffuse_scale"]
         m.light_diffuse[:] = nom["light_diffuse"] * s[:-1, None]
         m.vis.headlight.diffuse[:] = nom["headlight_diffuse"] * s[-1]
+    if "geom_rgb_scale" in v:
+        m.geom_rgba[:, :3] = np.clip(nom["geom_rgba"][:, :3] * v["geom_rgb_scale"], 0.0, 1.0)
+    if "material_rgb_scale" in v:
+        m.mat_rgba[:, :3] = np.clip(nom["mat_rgba"][:, :3] * v["material_rgb_scale"], 0.0, 1.0)
+    if "texture_repeat_scale" in v:
+        m.mat_texrepeat[:] = nom["mat_texrepeat"] * v["texture_repeat_scale"][:, None]
 
 
 def set_const(m: mujoco.MjModel, d: mujoco.MjData, scratch: mujoco.MjData | None = None) -> None:
@@ -382,6 +409,19 @@ class ObservationNoise(gym.Wrapper):
 CAMERA_RANDOMIZATION = {"randomization": {
     "camera_pos_add": [-0.03, 0.03], "camera_rot_deg": [0.0, 6.0], "light_pos_add": [-0.3, 0.3],
     "light_diffuse_scale": [0.5, 1.3], "per_element": False}}
+
+#: The car's camera sees mostly track: a real room's floor, tape and walls have their own colours
+#: and patterns, so the car's encoder also trains on each surface colour scaled per channel
+#: (surfaces that share a colour, the track's strips, stay one surface) and the ground's pattern
+#: resized; cameras and lights are drawn one each.
+CAR_CAMERA_RANDOMIZATION = {"randomization": {
+    **CAMERA_RANDOMIZATION["randomization"], "surface_rgb_scale": [0.6, 1.4],
+    "texture_repeat_scale": [0.5, 2.0], "per_element": True}}
+
+
+def camera_randomization(env_id: str) -> dict:
+    """The `[reality_gap]` table a perception model for `env_id` trains its renders under."""
+    return CAR_CAMERA_RANDOMIZATION if "Car" in env_id else CAMERA_RANDOMIZATION
 
 
 def apply_reality_gap(env: gym.Env, config, seed: int | None = None) -> gym.Env:

@@ -17,9 +17,11 @@ LAUNCH = os.path.join(os.path.dirname(__file__), "..", "launch", "reality_gap_ar
 FULL_DR = DomainRandomizationConfig(
     mass_scale=(0.7, 1.3), friction_scale=(0.5, 1.5), actuator_gain_scale=(0.8, 1.2),
     joint_damping_scale=(0.5, 2.0), joint_damping_add=(0.0, 0.05), camera_pos_add=(-0.02, 0.02),
-    camera_rot_deg=(-5.0, 5.0), light_pos_add=(-0.2, 0.2), light_diffuse_scale=(0.6, 1.4))
+    camera_rot_deg=(-5.0, 5.0), light_pos_add=(-0.2, 0.2), light_diffuse_scale=(0.6, 1.4),
+    surface_rgb_scale=(0.6, 1.4), texture_repeat_scale=(0.5, 2.0))
 MODEL_FIELDS = ("body_mass", "body_inertia", "geom_friction", "actuator_gainprm", "actuator_biasprm",
-                "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse",
+                "dof_damping", "cam_pos", "cam_quat", "light_pos", "light_diffuse", "geom_rgba", "mat_rgba",
+                "mat_texrepeat",
                 # derived by mj_setConst: must follow the restored values too
                 "body_subtreemass", "dof_invweight0", "body_invweight0")
 
@@ -48,7 +50,8 @@ def test_parameters_differ_across_episodes_and_replay_from_the_seed():
     v1, v2, v3 = i1["randomization"], i2["randomization"], i3["randomization"]
     assert set(v1) >= {"mass_scale", "friction_scale", "actuator_gain_scale", "joint_damping_scale",
                        "joint_damping_add", "camera_pos_add", "camera_rot_deg", "light_pos_add",
-                       "light_diffuse_scale"}
+                       "light_diffuse_scale", "geom_rgb_scale", "material_rgb_scale",
+                       "texture_repeat_scale"}
     for key in v1:
         np.testing.assert_array_equal(v1[key], v3[key])
         assert not np.array_equal(v1[key], v2[key]), key
@@ -111,6 +114,53 @@ def test_camera_and_light_jitter_change_the_image():
     assert o_r["pixels"].mean() < o_p["pixels"].mean()  # dimmer lights
     env.close()
     plain.close()
+
+
+def test_surface_colours_and_patterns_change_per_surface_and_restore():
+    """The car's track: every strip of asphalt shares one colour before and after (one surface),
+    walls and ground get their own draws, the ground's checker is resized, and the rendered
+    frame changes; restoring gives the nominal colours back exactly."""
+    from robolearn.sim.randomization import CAR_CAMERA_RANDOMIZATION, load_reality_gap
+    env = gym.make("robolearn/CarLap-v0", obs="state", camera="front")
+    m = env.unwrapped.sim.model
+    nominal = m.geom_rgba.copy(), m.mat_rgba.copy(), m.mat_texrepeat.copy()
+    cam = env.unwrapped.backend.cameras["front"]
+    env.reset(seed=0)
+    plain = cam.read().image.astype(int)
+    dr = DomainRandomization(env, load_reality_gap(CAR_CAMERA_RANDOMIZATION).randomization)
+    _, info = dr.reset(seed=0)
+    v = info["randomization"]
+    groups = np.unique(nominal[0], axis=0, return_inverse=True)[1].reshape(-1)
+    asphalt = np.flatnonzero(np.all(np.isclose(nominal[0], [0.22, 0.22, 0.24, 1]), axis=1))
+    assert len(asphalt) > 10 and np.unique(m.geom_rgba[asphalt], axis=0).shape[0] == 1
+    assert np.unique(m.geom_rgba, axis=0).shape[0] == np.unique(groups).size  # one colour per surface
+    lo, hi = CAR_CAMERA_RANDOMIZATION["randomization"]["surface_rgb_scale"]
+    assert np.all((v["geom_rgb_scale"] >= lo) & (v["geom_rgb_scale"] <= hi))
+    np.testing.assert_allclose(m.geom_rgba[:, :3], np.clip(nominal[0][:, :3] * v["geom_rgb_scale"], 0, 1))
+    np.testing.assert_allclose(m.mat_texrepeat, nominal[2] * v["texture_repeat_scale"][:, None])
+    assert not np.allclose(m.mat_rgba[:, :3], nominal[1][:, :3])
+    assert np.abs(cam.read().image.astype(int) - plain).mean() > 3
+    _, info2 = dr.reset(seed=1)
+    assert not np.allclose(info2["randomization"]["geom_rgb_scale"], v["geom_rgb_scale"])
+    dr.restore_nominal()
+    for now, was in zip((m.geom_rgba, m.mat_rgba, m.mat_texrepeat), nominal):
+        np.testing.assert_array_equal(now, was)
+    dr.close()
+
+
+def test_shared_surface_tint_when_not_per_element():
+    env = DomainRandomization(make(), DomainRandomizationConfig(surface_rgb_scale=(0.5, 1.5), per_element=False))
+    _, info = env.reset(seed=0)
+    s = info["randomization"]["geom_rgb_scale"]
+    assert np.all(s == s[0]) and not np.all(s[0] == s[0][0])  # one tint, its channels differ
+    env.close()
+
+
+def test_perception_renders_randomise_the_car_track_not_the_arm():
+    from robolearn.sim.randomization import CAMERA_RANDOMIZATION, CAR_CAMERA_RANDOMIZATION, camera_randomization
+    assert camera_randomization("robolearn/CarLap-v0") is CAR_CAMERA_RANDOMIZATION
+    assert camera_randomization("robolearn/ArmLift-v0") is CAMERA_RANDOMIZATION
+    assert "surface_rgb_scale" not in CAMERA_RANDOMIZATION["randomization"]
 
 
 # ------------------------------------------------------------------------------ action latency
@@ -237,6 +287,8 @@ def test_toml_round_trip(tmp_path):
     ({"randomization": {"friction_scale": 1.2}}, r"\[low, high\]"),
     ({"randomization": {"joint_damping_add": [-0.1, 0.1]}}, ">= 0"),
     ({"randomization": {"camera_rot_deg": [-200, 0]}}, "180"),
+    ({"randomization": {"surface_rgb_scale": [-0.1, 1.2]}}, ">= 0"),
+    ({"randomization": {"texture_repeat_scale": [0.0, 2.0]}}, "> 0"),
     ({"latency": {"steps": 1, "ms": 10}}, "not both"),
     ({"latency": {"steps": -1}}, "latency.steps"),
     ({"latency": {"steps": 1.5}}, "latency.steps"),
