@@ -175,7 +175,9 @@ def test_stale_telemetry_trips_watchdog(emu):
 def test_unplug_is_disconnected_and_emulator_goes_neutral(emu):
     car = SerialCar(emu.path, DEFAULT_SPEC, timeout_ms=80)
     car.command(0.0, 0.5)
-    time.sleep(0.03)
+    deadline = time.monotonic() + 2.0          # the emulator's thread applies it (late on a loaded machine)
+    while emu.applied[1] != pytest.approx(0.5) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert emu.applied[1] == pytest.approx(0.5)
     emu.unplug()
     time.sleep(0.15)
