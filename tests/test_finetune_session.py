@@ -252,3 +252,50 @@ def test_calibrate_arm_needs_an_arm_and_a_robot(tmp_path, pretrained):
     cfg = load_launch(_launch(tmp_path, pretrained, calibrate_arm=True))   # sim backend: no robot
     with pytest.raises(ConfigError, match="needs the robot"):
         calibrate_robot_arm(cfg, tmp_path)
+
+
+def test_load_policy_carries_the_pretrained_temperature_unless_the_launch_file_sets_one(pretrained, tmp_path):
+    """`load = "policy"`: the actor was tuned at its run's temperature; starting it at the
+    preset's 0.1 widened the sampled actions on the robot (the car stalled, the lift's operator
+    took over nearly every episode). An explicit `init_temperature` wins; `none` keeps the preset's."""
+    import math
+
+    import torch
+
+    from robolearn.policies.checkpoints import find_checkpoint
+    from robolearn.policies.serialize import load_state
+    from robolearn.runtime.finetune import load_pretrained
+    from robolearn.policies.registry import make_agent
+    import gymnasium as gym
+
+    import shutil
+
+    from robolearn.policies.serialize import save_state
+
+    # the short fixture run never moved its temperature: give a copy the one a long run ends at
+    pretrained = Path(shutil.copytree(pretrained, tmp_path / "pre"))
+    ckpt = find_checkpoint(pretrained / "checkpoints")
+    state = load_state(ckpt / "agent.safetensors")
+    state["log_alpha"] = torch.tensor(math.log(0.004))
+    save_state(ckpt / "agent.safetensors", state)
+    saved = 0.004
+    env = gym.make("robolearn/ArmReach-v0")
+
+    def fresh(**kw):
+        return make_agent("sac", env.observation_space, env.action_space, **kw)
+
+    agent = fresh()
+    assert agent.alpha == pytest.approx(0.1, rel=1e-6) and saved != pytest.approx(0.1, rel=1e-3)
+    assert load_pretrained(agent, pretrained, "policy") == pytest.approx(saved, rel=1e-6)
+    assert agent.alpha == pytest.approx(saved, rel=1e-6)
+    # the actor's weights came too; the critic did not (a fresh one)
+    policy = load_state(ckpt / "agent.safetensors")["actor"]
+    for k, v in agent.actor.state_dict().items():
+        torch.testing.assert_close(v, policy[k])
+    explicit = fresh(init_temperature=0.02)
+    assert load_pretrained(explicit, pretrained, "policy", keep_temperature=False) is None
+    assert explicit.alpha == pytest.approx(0.02, rel=1e-6)
+    scratch = fresh()
+    assert load_pretrained(scratch, pretrained, "none") is None and scratch.alpha == pytest.approx(0.1, rel=1e-6)
+    assert math.isfinite(load_pretrained(fresh(), pretrained, "agent"))
+    env.close()

@@ -107,7 +107,7 @@ class FinetuneConfig:
     """[finetune]: carry a sim-pretrained policy to the robot (read by `robolearn finetune`)."""
 
     checkpoint: str = ""             # run folder of the sim-pretrained policy (robolearn train)
-    load: str = "agent"              # agent: actor, critics, temperature | policy: actor only |
+    load: str = "agent"              # agent: actor, critics, temperature | policy: actor + temperature |
                                      # none: from scratch (the baseline a session must beat)
     warm_start: str = "wsrl"         # wsrl | rlpd | none (see docs/finetune.md)
     warmup_episodes: int = 5         # WSRL: pretrained-policy episodes before the first update

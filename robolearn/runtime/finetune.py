@@ -3,7 +3,8 @@
 A session is an ordinary learner + actor run (`robolearn launch`) with four differences, all
 driven by the `[finetune]` table of the launch file:
 - the learner starts from a sim-pretrained checkpoint (`load = "agent"`: actor, critics and
-  temperature; `"policy"`: the actor only; `"none"`: the same networks and options with fresh
+  temperature; `"policy"`: the actor and its temperature (unless `[learner.agent]
+  init_temperature` is set); `"none"`: the same networks and options with fresh
   weights, i.e. training from scratch on the robot, the baseline) and never opens the robot: its env is the *sim
   twin* (same observation and action spaces, by the env contract) built from
   `sim_env_kwargs`, used for spaces and for sim prior data only;
@@ -104,21 +105,37 @@ def make_sim_twin(cfg):
     return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.finetune.sim_env_kwargs, {})
 
 
-def load_pretrained(agent, checkpoint: str | Path, load: str) -> None:
-    """Initialise `agent` from the pretrained checkpoint; counters start at zero."""
+def load_pretrained(agent, checkpoint: str | Path, load: str, keep_temperature: bool = True) -> float | None:
+    """Initialise `agent` from the pretrained checkpoint; counters start at zero. Returns the
+    temperature it carried over (None: none).
+
+    `load = "policy"` also carries the pretrained temperature unless `keep_temperature` is False
+    (the launch file set `init_temperature`): the actor's spread was tuned at it, and the preset's
+    0.1 beside a loaded actor from a run that ended at 0.004-0.008 widens the sampled actions
+    from the first update (the car stalled, the lift's operator took over nearly every episode)."""
     from safetensors.torch import load_file
 
     from robolearn.policies.serialize import load_state
 
     ckpt, _ = pretrained_state(checkpoint)
     if load == "none":  # from scratch: only the options (networks, preset) came from the checkpoint
-        return
+        return None
     if load == "agent":
         d = load_state(ckpt / "agent.safetensors")
         agent.load_state_dict(d)
         agent.num_updates = 0  # the session's own UTD pacing starts here
-    else:
-        agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
+        return agent.alpha
+    agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
+    if not keep_temperature:
+        return None
+    log_alpha = load_state(ckpt / "agent.safetensors").get("log_alpha")
+    if log_alpha is None:
+        raise ConfigError(f"{ckpt / 'agent.safetensors'} holds no temperature (log_alpha): set "
+                          "[learner.agent] init_temperature in the launch file")
+    import torch
+    with torch.no_grad():
+        agent.log_alpha.copy_(torch.as_tensor(log_alpha))
+    return agent.alpha
 
 
 def resume_session(learner) -> bool:
@@ -158,7 +175,10 @@ def prepare_learner(learner) -> dict:
     if resume_session(learner):  # a restarted learner continues the session, not the pretraining
         done["resumed_at_env_step"] = learner.env_steps
     else:
-        load_pretrained(learner.agent, ft.checkpoint, ft.load)
+        temperature = load_pretrained(learner.agent, ft.checkpoint, ft.load,
+                                      keep_temperature="init_temperature" not in cfg.learner.agent)
+        if temperature is not None:
+            done["temperature"] = round(temperature, 6)
     if ft.warm_start == "wsrl":
         learner.learning_starts = ft.warmup_episodes * episode_steps(learner.env)
         if "resumed_at_env_step" in done:  # UTD pacing continues from the resumed counts
