@@ -261,6 +261,28 @@ def test_car_physical_reset_recovers_from_a_crash_without_teleport():
     assert base.teleport_count() == 0
 
 
+@pytest.mark.parametrize("s0,turn", [(1.0, math.pi), (5.0, math.pi), (3.0, math.pi / 2), (8.0, -2.0)])
+def test_car_recovery_turns_a_car_that_faces_the_wrong_way(s0, turn):
+    """A car stopped in the lane facing backwards or across it (a spin in practice) is turned
+    around by the recovery itself (K-turn), no teleport: it used to fail at once, 12 times in a
+    row (no back-off with its nose away from the walls, no creep at such an angle), so every
+    episode after a spin asked a human (57 prompts in one session on the emulated car)."""
+    env = gym.make("robolearn/CarLap-v0", reset_mode="physical", reset_on_failure="raise")
+    base = env.unwrapped
+    env.reset(seed=0)
+    track = base.task.track
+    x, y, yaw = track.point_at(s0)
+    base.sim.reset_pose(x, y, yaw + turn)      # where the spin left it (set up by the test)
+    before = base.teleport_count()
+    _, info = env.reset()
+    assert info["reset"]["ok"], info["reset"]["message"]
+    x, y, yaw = base.sim.pose()
+    _, lat, _, heading = track.project(x, y)
+    assert abs(lat) < track.half_width - 0.2 and abs(track.heading_error(yaw, heading)) < 0.8
+    assert base.teleport_count() == before
+    env.close()
+
+
 def test_autonomous_practice_recovers_every_crash_and_stall():
     from robolearn.resets.practice import AutonomousPractice
 

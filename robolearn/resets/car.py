@@ -85,9 +85,11 @@ class RecoverOntoTrack:
                 x, y, yaw = pose
                 s, lateral, idx, heading = track.project(x, y, hint=idx)
                 alpha = self._bearing(track, x, y, yaw, s)
-                # (a side scraping the wall is driven off it; a new hit after a few steps stops)
-                if (abs(alpha) < self.heading_tol and abs(lateral) < lane) or abs(alpha) > 1.4 \
-                        or (k > 5 and task.touching_wall()):
+                # (a side scraping the wall is driven off it; a new hit after a few steps stops;
+                # a car facing away from the target turns on full lock: with the back-off above
+                # that is a K-turn, where stopping at a large angle left a car that faced the wrong
+                # way in the lane unrecoverable: no back-off (its nose is not at a wall), no creep)
+                if (abs(alpha) < self.heading_tol and abs(lateral) < lane) or (k > 5 and task.touching_wall()):
                     break
                 steer = float(np.clip(2.0 * alpha, -1.0, 1.0)) * car.spec.max_steer
                 car.command(steer, self.forward_throttle)
