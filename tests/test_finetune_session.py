@@ -256,8 +256,8 @@ def test_calibrate_arm_needs_an_arm_and_a_robot(tmp_path, pretrained):
 
 def test_load_policy_carries_the_pretrained_temperature_unless_the_launch_file_sets_one(pretrained, tmp_path):
     """`load = "policy"`: the actor was tuned at its run's temperature; starting it at the
-    preset's 0.1 widened the sampled actions on the robot (the car stalled, the lift's operator
-    took over nearly every episode). An explicit `init_temperature` wins; `none` keeps the preset's."""
+    preset's 0.1 widened the sampled actions on the robot (the car's practice stalled). An
+    explicit `init_temperature` wins; `none` keeps the preset's."""
     import math
 
     import torch

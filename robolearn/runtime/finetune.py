@@ -110,9 +110,10 @@ def load_pretrained(agent, checkpoint: str | Path, load: str, keep_temperature: 
     temperature it carried over (None: none).
 
     `load = "policy"` also carries the pretrained temperature unless `keep_temperature` is False
-    (the launch file set `init_temperature`): the actor's spread was tuned at it, and the preset's
-    0.1 beside a loaded actor from a run that ended at 0.004-0.008 widens the sampled actions
-    from the first update (the car stalled, the lift's operator took over nearly every episode)."""
+    (`init_temperature` is among the resolved agent options: the launch file's or the pretrained
+    run's own): the actor's spread was tuned at it, and the preset's 0.1 beside a loaded actor
+    from a run that ended at 0.004-0.008 widens the sampled actions from the first update (the
+    car's practice stalled until its launch file set 0.01)."""
     from safetensors.torch import load_file
 
     from robolearn.policies.serialize import load_state
