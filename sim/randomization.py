@@ -419,9 +419,16 @@ CAR_CAMERA_RANDOMIZATION = {"randomization": {
     "texture_repeat_scale": [0.5, 2.0], "per_element": True}}
 
 
+#: which randomisation each env's perception renders use, by env ID (an explicit table, so a new
+#: env picks its own instead of matching on its name); envs not listed get CAMERA_RANDOMIZATION
+PERCEPTION_RANDOMIZATION = {"robolearn/CarLap-v0": CAR_CAMERA_RANDOMIZATION}
+
+
 def camera_randomization(env_id: str) -> dict:
-    """The `[reality_gap]` table a perception model for `env_id` trains its renders under."""
-    return CAR_CAMERA_RANDOMIZATION if "Car" in env_id else CAMERA_RANDOMIZATION
+    """The `[reality_gap]` table a perception model for `env_id` trains its renders under: the
+    car's camera looks at the track, whose colour and pattern differ between sim and the room,
+    so it randomises surfaces too; the arm's localisers keep camera pose + light."""
+    return PERCEPTION_RANDOMIZATION.get(env_id, CAMERA_RANDOMIZATION)
 
 
 def apply_reality_gap(env: gym.Env, config, seed: int | None = None) -> gym.Env:

@@ -160,6 +160,8 @@ def test_perception_renders_randomise_the_car_track_not_the_arm():
     from robolearn.sim.randomization import CAMERA_RANDOMIZATION, CAR_CAMERA_RANDOMIZATION, camera_randomization
     assert camera_randomization("robolearn/CarLap-v0") is CAR_CAMERA_RANDOMIZATION
     assert camera_randomization("robolearn/ArmLift-v0") is CAMERA_RANDOMIZATION
+    assert camera_randomization("robolearn/ArmPush-v0") is CAMERA_RANDOMIZATION
+    assert camera_randomization("my/Carton-v0") is CAMERA_RANDOMIZATION  # by ID, not by name
     assert "surface_rgb_scale" not in CAMERA_RANDOMIZATION["randomization"]
 
 
