@@ -273,7 +273,7 @@ def test_reward_model_kill_is_scheduled_and_the_soak_serves_its_reward(tmp_path)
     same code as any model) so that reward_model_kill has a process to kill."""
     import argparse
 
-    from robolearn.bench.soak import NOT_APPLICABLE, Soak, schedule, served_reward_not_applicable
+    from robolearn.bench.soak import NOT_APPLICABLE, SOAK_UTD, Soak, schedule, served_reward_not_applicable
     from robolearn.reward_config import RewardConfig
     from robolearn.rewards.reach_distance import ReachDistanceReward
     from robolearn.rewards.serving import build_model
@@ -289,6 +289,7 @@ def test_reward_model_kill_is_scheduled_and_the_soak_serves_its_reward(tmp_path)
     cfg = load_launch(soak.launch_file())
     assert soak.not_applicable == {}
     assert cfg.reward["where"] == "server" and cfg.learner.metrics_every_s == 0.5
+    assert cfg.learner.agent["utd"] == SOAK_UTD  # the reach launch file sets none: the soak's own
     model = build_model(RewardConfig(model=cfg.reward["model"]))
     assert isinstance(model, ReachDistanceReward)
     # another task without a served reward: said not applicable, with the reason

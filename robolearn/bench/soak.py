@@ -61,6 +61,11 @@ DROP_RATE = 0.0003            # of reply bytes, during a bus_drop burst (~2 % of
 #: the server's restart (a new Python process) takes longer, so every kill is seen as a timeout
 SERVED_REWARD = {"where": "server", "timeout_s": 1.0}
 METRICS_EVERY_S = 0.5         # the learner's metrics lines: fine enough to see the server's outage
+#: gradient updates per env step of the soak's learner, unless its launch file sets `utd`: the
+#: reach launch file's UTD 1 left 10 faulted minutes too few updates to show learning (true
+#: success 0.80 -> 0.85, 0.60, 0.75 in three soaks; training episodes 0.44 -> 0.52 in the last);
+#: UTD 4 (~18 000 updates, ~30 a second, well inside one core) gave 0.80 -> 0.95 (docs/runtime.md, Soak)
+SOAK_UTD = 4
 #: kinds that cannot be injected into a session, with why (said in soak.json, not counted as passed)
 NOT_APPLICABLE: dict[str, str] = {}
 
@@ -232,6 +237,7 @@ class Soak:
 
             d["reward"] = {"model": str(save_reach_distance(self.out / "reach_reward").resolve()), **SERVED_REWARD}
         d.setdefault("learner", {})["metrics_every_s"] = METRICS_EVERY_S
+        d["learner"].setdefault("agent", {}).setdefault("utd", SOAK_UTD)
         ft = d.setdefault("finetune", {})
         ft.update(checkpoint=str(self.ckpt), zero_shot_episodes=self.args.episodes,
                   final_episodes=self.args.episodes)
