@@ -299,3 +299,38 @@ def test_load_policy_carries_the_pretrained_temperature_unless_the_launch_file_s
     assert load_pretrained(scratch, pretrained, "none") is None and scratch.alpha == pytest.approx(0.1, rel=1e-6)
     assert math.isfinite(load_pretrained(fresh(), pretrained, "agent"))
     env.close()
+
+
+def test_a_restarted_learner_keeps_the_session_step_count_and_owes_its_updates(tmp_path, pretrained):
+    """Found by the 120-minute soak: a learner restarted after a kill loaded its checkpoint's
+    env-step count, then zeroed it. Its UTD pacing (updates owed = UTD x env steps - updates done)
+    then owed nothing until the actors had sent every step of the session again, so it trained
+    not at all for as long as the session had run, and named its checkpoints from the zeroed count."""
+    from robolearn.runtime.config import load_launch
+    from robolearn.runtime.learner import Learner
+
+    cfg = load_launch(_launch(tmp_path, pretrained, steps=2000))
+    run = tmp_path / "session"
+    first = Learner(cfg, run_dir=run)
+    env = first.env
+    obs, _ = env.reset(seed=0)
+    for t in range(300):  # the session so far: 300 robot steps, stored as the actors send them
+        nxt, r, term, trunc, _ = env.step(env.action_space.sample())
+        first.replay.add(obs, env.action_space.sample(), float(r), nxt, bool(term), bool(trunc or t % 50 == 49))
+        obs = nxt if not (term or trunc or t % 50 == 49) else env.reset()[0]
+    first.env_steps = 300
+    first.agent.num_updates = first.utd * (300 - first.learning_starts + 1)  # caught up
+    assert first.updates_due() == 0
+    first.save_checkpoint()
+    first.env.close()
+
+    again = Learner(cfg, run_dir=run)  # what `finetune` starts after the learner's SIGKILL
+    try:
+        assert again.finetune_info["resumed_at_env_step"] == 300
+        assert again.env_steps == 300 and again.agent.num_updates == first.agent.num_updates
+        assert again.updates_due() == 0
+        again.env_steps += 10  # the next transitions from the actor are owed their updates at once
+        assert again.updates_due() == 10 * again.utd
+        assert again.save_checkpoint().name == "step_000000310"
+    finally:
+        again.env.close()

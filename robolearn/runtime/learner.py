@@ -120,13 +120,15 @@ class Learner:
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
+        # before prepare_learner: a restarted session learner resumes this count from its
+        # checkpoint, and the UTD pacing (updates owed = UTD x env steps - updates done) needs it
+        self.env_steps = 0
         if cfg.finetune is not None:
             from robolearn.runtime.finetune import prepare_learner
 
             self.finetune_info = prepare_learner(self)
         self.session = uuid.uuid4().hex[:12]
         self.actors: dict[bytes, ActorRecord] = {}
-        self.env_steps = 0
         self.weights_version = 0
         self.published = 0
         self.bad_messages = 0
