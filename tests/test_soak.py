@@ -340,3 +340,31 @@ def test_the_soak_sees_when_a_restarted_reward_server_answers(tmp_path):
         assert at is not None and before <= at <= time.time()
     finally:
         kill(server)
+
+
+def test_learner_resume_check_reads_the_restarted_learners_metrics():
+    """A learner that resumed from the latest checkpoint but zeroed its env-step count (and so
+    trained not at all for the next 10 minutes: the 120-minute soak's round 2) fails the check."""
+    from robolearn.bench.soak import _check_resumes
+
+    kill = {"kind": "learner_kill", "injected": True, "pid": 7,
+            "latest_checkpoint_at_kill": "/s/checkpoints/step_000005249",
+            "observed": {"resume_line": "2026-11-26 10:05:58,236 robolearn.runtime.finetune INFO resumed the "
+                                        "session from /s/checkpoints/step_000005249 (env step 5249, 5000 updates)"}}
+
+    def lines(after: list[tuple[int, int]]) -> list[str]:
+        before = [{"kind": "train", "pid": 7, "env_steps": 5300, "updates": 5050}]
+        return [json.dumps(r) for r in before + [{"kind": "train", "pid": 8, "env_steps": s, "updates": u}
+                                                  for s, u in after]]
+
+    went_on = _check_resumes([kill], lines([(5249, 5000), (5400, 5151), (6000, 5751)]))
+    assert went_on["pass"] and went_on["kills"][0]["went_on"]["updates_after"] == 751
+    zeroed = _check_resumes([kill], lines([(0, 5000), (1000, 5000), (5203, 5000)]))  # the bug
+    assert not zeroed["pass"] and zeroed["kills"][0]["went_on"]["first_env_steps"] == 0
+    stalled = _check_resumes([kill], lines([(5249, 5000), (6000, 5000)]))  # kept the count, no update
+    assert not stalled["pass"]
+    just_back = _check_resumes([kill], lines([(5249, 5000), (5260, 5000)]))  # too soon to expect updates
+    assert just_back["pass"]
+    other = dict(kill, latest_checkpoint_at_kill="/s/checkpoints/step_000005749")
+    assert not _check_resumes([other], lines([(5249, 5000), (6000, 5751)]))["pass"]
+    assert not _check_resumes([kill], [])["pass"]  # no metrics from the restarted learner

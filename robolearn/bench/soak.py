@@ -503,7 +503,7 @@ def checks(result: dict, run_dir: Path) -> dict:
     out["episodes_lost"] = _check_episodes(run_dir, report)
     out["unsafe_commands"] = _check_unsafe(result.get("servo_counts_at_zero_shot"),
                                            report.get("emulator_faults"))
-    out["learner_resumed_from_latest"] = _check_resumes(faults)
+    out["learner_resumed_from_latest"] = _check_resumes(faults, _lines(run_dir / "metrics.jsonl"))
     out["faults_accounted"] = _check_accounted(faults, report, run_dir)
     zs = (report.get("zero_shot") or {}).get("true_success_rate")
     fin = (report.get("final") or {}).get("true_success_rate")
@@ -580,17 +580,55 @@ def _check_unsafe(base: dict | None, end: dict | None) -> dict:
             "examples": end.get("unsafe_examples", [])[-5:] if unsafe else []}
 
 
-def _check_resumes(faults: list[dict]) -> dict:
+def _check_resumes(faults: list[dict], metrics_lines: list[str] | None = None) -> dict:
+    """Each learner kill: the restarted learner loaded the latest checkpoint and, from its own
+    metrics lines, went on from that checkpoint's env-step count and trained on what arrived
+    (a learner that zeroed its count owed no updates until the whole session had been re-sent)."""
     kills = [f for f in faults if f["kind"] == "learner_kill" and f.get("injected")]
+    recs = [r for r in (_json(ln) for ln in (metrics_lines or [])) if r.get("kind") == "train"]
     each = []
     for f in kills:
         line = (f.get("observed") or {}).get("resume_line") or ""
         latest = f.get("latest_checkpoint_at_kill")
-        m = re.search(r"resumed the session from (\S+)", line)
+        m = re.search(r"resumed the session from (\S+) \(env step (\d+), (\d+) updates\)", line)
         got = m.group(1) if m else None
-        ok = bool(got and latest and Path(got).name == Path(latest).name)
-        each.append({"latest_at_kill": latest, "resumed_from": got, "pass": ok})
+        e = {"latest_at_kill": latest, "resumed_from": got,
+             "pass": bool(got and latest and Path(got).name == Path(latest).name)}
+        if m and metrics_lines is not None:
+            e["went_on"] = went_on = _resumed_learner_went_on(recs, f.get("pid"), int(m.group(2)),
+                                                              int(m.group(3)))
+            e["pass"] = e["pass"] and went_on["pass"]
+        each.append(e)
     return {"pass": bool(kills) and all(e["pass"] for e in each), "kills": each}
+
+
+def _json(line: str) -> dict:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+#: env steps a restarted learner must have received before it is expected to have trained
+RESUME_STEPS_TO_TRAIN = 50
+
+
+def _resumed_learner_went_on(recs: list[dict], killed_pid, step: int, updates: int) -> dict:
+    """The metrics of the learner that wrote next after `killed_pid`'s last line: its first
+    env-step count is the checkpoint's (`step`) or more, and once it has received
+    RESUME_STEPS_TO_TRAIN steps its update count is above the checkpoint's (`updates`)."""
+    last = max((i for i, r in enumerate(recs) if r.get("pid") == killed_pid), default=None)
+    after = [r for r in recs[(last + 1 if last is not None else 0):] if r.get("pid") != killed_pid]
+    if not after:
+        return {"pass": False, "why": "no metrics line from the restarted learner"}
+    mine = [r for r in after if r.get("pid") == after[0].get("pid")]
+    first, end = mine[0], mine[-1]
+    received = int(end.get("env_steps", 0)) - int(first.get("env_steps", 0))
+    kept = int(first.get("env_steps", 0)) >= step
+    trained = received < RESUME_STEPS_TO_TRAIN or int(end.get("updates", 0)) > updates
+    return {"pass": kept and trained, "first_env_steps": first.get("env_steps"), "checkpoint_env_steps": step,
+            "env_steps_received": received, "updates_after": int(end.get("updates", 0)) - updates}
 
 
 def _labels_while_down(metrics_lines: list[str], kill: dict, margin_s: float = 0.5) -> dict:
