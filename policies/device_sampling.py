@@ -1,4 +1,4 @@
-"""Minibatches drawn on the training device: a run's replay mirrored on its CUDA GPU (opt-in).
+"""Minibatches drawn on the training device: a run's replay mirrored on its CUDA GPU.
 
 Why: with the agent on a GPU, each host minibatch is a numpy gather and pageable copies; with
 `device_replay` (`robolearn train --device cuda --device-replay`) each host buffer gets a
@@ -8,15 +8,18 @@ one CUDA graph per draw (`GraphedDraw`). The host buffers stay the ones written 
 in checkpoints; the mirror's sampling generators are saved beside them (`state()`), so a
 resumed run draws the batches the uninterrupted one would have drawn.
 
-Why opt-in: on ArmReach (state obs, batch 256) on an H100 the Trainer loop ran 0.77x (UTD 1)
-and 0.86x (UTD 20) the updates/s of host batches + the graphed update
-(docs/bench/gpu-train/): the host path's copies are small and the graphed update is the
-speed-up. Large observations (camera frames) are where a device mirror should pay; not yet
-measured. Without it nothing changes: `batch_source` hands back the host sampler, so CPU
-runs stay bit for bit what they were.
+When: by default (`device_replay` None) on CUDA for camera observations only. On ArmReach
+with state obs (batch 256) on an H100 the Trainer loop ran 0.77x (UTD 1) and 0.86x (UTD 20) the
+updates/s of host batches + the graphed update: the host path's copies are small and the
+graphed update is the speed-up. With two 84x84 cameras (drq) on an H200 the mirror ran 1.41x
+(UTD 1) and 1.18x (UTD 20) the host path, graphed update in both (docs/bench/gpu-train/): a
+host batch there is ~10 MB of frames to gather and copy. `--device-replay` /
+`--no-device-replay` force it either way. Off, nothing changes: `batch_source` hands back the
+host sampler, so CPU runs stay bit for bit what they were.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from robolearn.data.replay import Batch, DeviceReplay, MixedSampler, ReplayBuffer, prior_rows
@@ -43,11 +46,27 @@ def on_device_replay(agent) -> bool:
     return agent.device.type == "cuda"
 
 
+def has_camera_frames(replay: ReplayBuffer) -> bool:
+    """Whether the replay stores camera frames (uint8 HxWxC observations)."""
+    return any(s.dtype == np.uint8 and len(s.shape) == 3
+               for s in replay.observation_space.spaces.values())
+
+
+def wants_device_replay(agent, replay: ReplayBuffer, sampler, device_replay: bool | None) -> bool:
+    """`device_replay` as given, or (None) on where it measured faster: a CUDA agent whose
+    replay holds camera frames and whose batches have no earlier-runs share."""
+    if device_replay is not None:
+        return bool(device_replay)
+    return (on_device_replay(agent) and has_camera_frames(replay)
+            and getattr(sampler, "earlier", None) is None)
+
+
 def batch_source(agent, replay: ReplayBuffer, prior: ReplayBuffer | None, sampler, seed: int,
-                 device_replay: bool = False):
+                 device_replay: bool | None = False):
     """What a training loop calls `.sample(batch_size)` on: the host `sampler`, or with
-    `device_replay` (CUDA only) a `DeviceSampler` over the same buffers and prior share."""
-    if not device_replay:
+    `device_replay` (CUDA only; None: camera observations on CUDA) a `DeviceSampler` over the
+    same buffers and prior share."""
+    if not wants_device_replay(agent, replay, sampler, device_replay):
         return sampler
     if not on_device_replay(agent):
         raise ConfigError(f"device_replay keeps the replay on a CUDA GPU, and this agent trains on "

@@ -25,6 +25,8 @@ def finished_summary(trainer) -> dict:
         "utd": int(trainer.agent.config.utd), "demo_transitions": trainer.demo_count,
         "checkpoint": str(find_checkpoint(trainer.dir)),
         "rejected_missing_reward": trainer.rejected_missing_reward,
+        # where batches came from: "host" (numpy gather + copy) or "device" (the GPU mirror)
+        "batches": "host" if getattr(trainer, "batches", None) in (None, trainer.sampler) else "device",
     }
     if trainer.prior_runs_report:  # RaE: what each earlier run / dataset added, relabelled or not
         summary["prior_runs"] = trainer.prior_runs_report

@@ -49,7 +49,9 @@ class TrainConfig:
     threads: int = 1                    # torch CPU threads (small nets: 1 is usually fastest)
     device: str | None = None           # cpu | cuda | cuda:N (None: the preset's, cpu); cuda draws
                                         # batches on the GPU and runs the graphed update
-    device_replay: bool = False         # CUDA: mirror the replay on the GPU and draw batches there
+    # CUDA: mirror the replay on the GPU and draw batches there; None: for camera observations
+    # only, where it measured faster (policies/device_sampling.py)
+    device_replay: bool | None = None
                                         # (measured slower than host batches on state obs, H100:
                                         # docs/bench/gpu-train/)
     metrics_every: int | None = None    # updates between metric read-backs + NaN checks
