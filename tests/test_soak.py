@@ -378,3 +378,19 @@ def test_learner_resume_check_reads_the_restarted_learners_metrics():
     other = dict(kill, latest_checkpoint_at_kill="/s/checkpoints/step_000005749")
     assert not _check_resumes([other], lines([(5249, 5000), (6000, 5751)]))["pass"]
     assert not _check_resumes([kill], [])["pass"]  # no metrics from the restarted learner
+
+
+def test_recheck_reads_a_finished_soak_again_and_says_what_changed(tmp_path, capsys):
+    """`bench soak --recheck DIR`: the checks of this version on a soak's own files, nothing run."""
+    from robolearn.bench.soak import main
+    from robolearn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no finished soak there"):
+        main(["--recheck", str(tmp_path)])
+    (tmp_path / "session").mkdir()
+    (tmp_path / "soak.json").write_text(json.dumps(
+        {"finetune_rc": 0, "faults": [], "checks": {"session_finished": {"pass": True}}}))
+    assert main(["--recheck", str(tmp_path)]) == 1  # no report in the session folder: fails now
+    got = json.loads((tmp_path / "recheck.json").read_text())
+    assert not got["passed"] and got["changed"]["session_finished"] == {"was": True, "now": False}
+    assert '"passed": false' in capsys.readouterr().out

@@ -97,7 +97,31 @@ def parse(argv):
     p.add_argument("--pretrain-steps", type=int, default=PRETRAIN_STEPS,
                    help=f"sim steps of the pretraining without --checkpoint (default {PRETRAIN_STEPS}: "
                         "partly trained, so fine-tuning has room to improve)")
+    p.add_argument("--recheck", metavar="DIR", default=None,
+                   help="run the checks again on a finished soak's files (DIR/soak.json, DIR/session) "
+                        "with this version's check code; writes DIR/recheck.json, runs nothing")
     return p.parse_args(argv)
+
+
+def recheck(out: Path) -> int:
+    """The checks of this version on a finished soak's own files (a soak is hours of robot time;
+    a check that changed afterwards can be re-read, not re-run). DIR/recheck.json; exit 1 on a fail."""
+    from robolearn.errors import ConfigError
+    from robolearn.jsonfile import write_json_atomic
+
+    path = out / "soak.json"
+    if not path.is_file() or not (out / "session").is_dir():
+        raise ConfigError(f"--recheck {out}: no finished soak there (needs {path} and {out / 'session'})")
+    result = json.loads(path.read_text())
+    got = {"soak": str(path), "checks": checks(result, out / "session")}
+    got["passed"] = all(c["pass"] for c in got["checks"].values())
+    got["changed"] = {k: {"was": result.get("checks", {}).get(k, {}).get("pass"), "now": v["pass"]}
+                      for k, v in got["checks"].items()
+                      if result.get("checks", {}).get(k, {}).get("pass") != v["pass"]}
+    write_json_atomic(out / "recheck.json", got, indent=1)
+    print(json.dumps({"passed": got["passed"], "checks": {k: v["pass"] for k, v in got["checks"].items()},
+                      "changed": got["changed"]}), flush=True)
+    return 0 if got["passed"] else 1
 
 
 def _cli() -> list[str]:
@@ -108,6 +132,8 @@ def main(argv=None) -> int:
     from robolearn.errors import ConfigError
 
     args = parse(argv if argv is not None else sys.argv[1:])
+    if args.recheck:
+        return recheck(Path(args.recheck))
     if args.minutes <= 0:
         raise ConfigError(f"--minutes {args.minutes}: must be > 0")
     out = Path(args.out)
