@@ -118,13 +118,19 @@ def test_failed_periodic_checkpoint_is_counted_and_training_goes_on(caplog):
 
 
 def test_schedule_scales_with_minutes():
-    from robolearn.bench.soak import ROUND, schedule
+    from robolearn.bench.soak import ROUND, STEPS_SHARE, schedule
 
     kinds = {k for k, _, _ in ROUND}
     ten, long = schedule(10), schedule(120)
     assert {f["kind"] for f in ten} == kinds and len(ten) == len(ROUND)
     assert len(long) == 12 * len(ROUND)
     assert max(f["at_s"] for f in long) < 120 * 60   # every fault starts inside the window
+    # ... and inside the training the step budget guarantees (STEPS_SHARE of it at 10 Hz): the
+    # first 120-minute run finished its steps at 6780 s, before its last round's kills at 6750-6940 s
+    for minutes, faults in ((10, ten), (120, long)):
+        last = max(f["at_s"] + f["duration_s"] for f in faults if f["kind"] != "disk_full")
+        assert last < minutes * 60 * STEPS_SHARE
+    assert max(f["at_s"] for f in long if f["kind"] == "learner_kill") < 6000
     assert all(b["at_s"] > a["at_s"] for a, b in zip(long, long[1:]))
 
 

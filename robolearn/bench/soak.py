@@ -47,6 +47,7 @@ DISK_MB = 256                 # the session's filesystem
 #: of the reach session is ~16 KB on the tmpfs: 2.5 MB is ~150 episodes)
 FREE_BYTES = 5 << 19
 ROUND_S = 600.0               # one round of every fault kind per 10 minutes
+STEPS_SHARE = 0.8             # the session's step budget: this share of the window at the control rate
 #: (kind, offset in the round as a fraction, duration s); disk_full is held until the learner's
 #: next checkpoint fails (at most that long): one comes every 500 updates, which took over 90 s
 #: at the ~6 env steps/s of the hard-reality reach session (a 90 s hold saw none)
@@ -281,7 +282,7 @@ class Soak:
         launch = self.launch_file()
         hz = control_hz(load_launch(launch))
         self.schedule = [f for f in schedule(self.args.minutes) if f["kind"] not in self.not_applicable]
-        steps = int(self.args.minutes * 60 * hz * 0.8)  # pauses (restarts) take the rest
+        steps = int(self.args.minutes * 60 * hz * STEPS_SHARE)  # pauses (restarts) take the rest
         restarts = sum(1 for f in self.schedule
                        if f["kind"] in ("learner_kill", "actor_kill", "reward_model_kill")) + 1
         cmd = _cli() + ["finetune", str(launch), "--out", str(self.run_dir), "--steps", str(steps),
@@ -492,9 +493,13 @@ def _probe_reward_server(address: str, deadline: float) -> float | None:
 
 
 def schedule(minutes: float) -> list[dict]:
-    """One round of every kind per ROUND_S of fine-tuning (at least one round)."""
+    """One round of every kind per ROUND_S of fine-tuning (at least one round), all inside the
+    STEPS_SHARE of the window that the session's step budget lasts at the full control rate: a
+    session never trains for less than that, so no fault is planned after its training ended
+    (the first 120-minute run at UTD 4 finished its steps at 6780 s of 7200, before its last
+    round's kills at 6750-6940 s)."""
     rounds = max(1, round(minutes * 60 / ROUND_S))
-    span = minutes * 60 / rounds
+    span = minutes * 60 * STEPS_SHARE / rounds
     return [{"kind": k, "at_s": round(r * span + frac * span, 1), "duration_s": d}
             for r in range(rounds) for k, frac, d in ROUND]
 
