@@ -83,6 +83,31 @@ def test_train_and_launch_configs_accept_sim_params(tmp_path):
         env.close()
 
 
+def test_a_finetune_sessions_sim_twin_takes_the_fitted_physics_and_the_robot_env_does_not(tmp_path):
+    """`[finetune] sim_params`: the learner's sim twin (its prior data) moves like the robot; a
+    top-level `sim_params` would set the robot env's physics, so a robot session refuses it."""
+    from robolearn.runtime.config import config_from_dict as launch_config
+    from robolearn.runtime.finetune import make_sim_twin
+
+    p = tmp_path / "sim_params.toml"
+    save_sim_params(p, "arm", {"max_speed_scale": 0.5, "latency_ms": 30.0})
+    base = {"env": "robolearn/ArmReach-v0", "finetune": {"checkpoint": "runs/x", "reality": "hard"}}
+    twin = make_sim_twin(launch_config({**base, "finetune": {**base["finetune"], "sim_params": str(p)}}))
+    plain = make_sim_twin(launch_config(base))
+    try:
+        assert twin.unwrapped.sim.model.actuator_ctrlrange[0, 1] == pytest.approx(2.5)
+        assert plain.unwrapped.sim.model.actuator_ctrlrange[0, 1] == pytest.approx(5.0)
+        _, info = twin.reset(seed=0)
+        assert info["randomization"]["latency_ms"] == pytest.approx(30.0)
+    finally:
+        twin.close()
+        plain.close()
+    with pytest.raises(ConfigError, match=r"finetune\.sim_params"):
+        launch_config({**base, "sim_params": str(p)})
+    with pytest.raises(ConfigError, match="not found"):
+        launch_config({**base, "finetune": {**base["finetune"], "sim_params": str(tmp_path / "nope.toml")}})
+
+
 def test_sim_params_files_are_checked(tmp_path):
     p = tmp_path / "p.toml"
     p.write_text('[sim_params]\nrobot = "arm"\nservo_gain = 0.5\n')

@@ -240,6 +240,36 @@ def test_camera_cube_reset_picks_the_cube_anywhere_and_places_it_in_the_region()
         env.close()
 
 
+def test_camera_cube_reset_keeps_a_cube_inside_the_region_where_it_lies_and_places_one_outside():
+    """cube_reset="keep_in_region" (reset-free push): one look, arm home, the push goal drawn
+    around the cube it saw; a cube outside the region is still picked up and placed."""
+    env = gym.make("robolearn/ArmPush-v0", reset_mode="physical", reset_on_failure="raise", camera="front",
+                   image_size=[64, 64], cube_reset="keep_in_region")
+    base = env.unwrapped
+    base.task.cube_finder = eyes = _SimEyes(base.sim)
+    try:
+        env.reset(seed=1)
+        _put(base.sim, (0.21, 0.05), 0.3)
+        before, looks = base.sim.cube_pose()[0].copy(), eyes.looks
+        _, info = env.reset(seed=2)
+        cube = base.sim.cube_pose()[0]
+        assert info["reset"]["ok"] and eyes.looks == looks + 1
+        assert np.allclose(cube[:2], before[:2], atol=0.003), (cube, before)
+        assert np.allclose(base.task.cube_seen_xy, before[:2], atol=1e-6)
+        assert 0.05 < np.linalg.norm(base.task.goal[:2] - cube[:2]) < 0.125
+        assert np.max(np.abs(base.backend.robot.read().q - base.task.home_q)) < 0.05
+        _put(base.sim, (0.30, -0.18), 0.0)                 # pushed out of the region
+        looks = eyes.looks
+        _, info = env.reset(seed=3)
+        cube = base.sim.cube_pose()[0]
+        assert info["reset"]["ok"] and eyes.looks >= looks + 3   # keep-look, grasp look, check look
+        assert _in_region(cube[:2], 0.01) and not np.allclose(cube[:2], (0.30, -0.18), atol=0.02)
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="cube_reset"):
+        gym.make("robolearn/ArmPush-v0", cube_reset="nearby")
+
+
 def test_camera_cube_reset_says_when_the_cube_is_wedged_across_the_fingers():
     """The model's gripper opens 4.0 cm, a 3 cm cube's diagonal is 4.2 cm: a cube turned 45 deg
     to the fingers stays between them; the fingers' opening shows it, and the reset says so."""

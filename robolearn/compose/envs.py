@@ -77,12 +77,17 @@ def make_reset_supervisor(backend: Backend, on_failure: str | None = None, timeo
 
 
 # ------------------------------------------------------------------------------ arm
+#: what a camera cube reset does with a cube it finds (make_arm_env's `cube_reset`)
+CUBE_RESETS = ("place", "keep_in_region")
+
+
 def arm_reset_controller(task: ArmTask):
     """Physical reset: the cube back into its start region (push, lift), then the arm home.
     The cube's pose comes from the camera when the task has a `cube_finder` (the only way on
     hardware), else from the simulator; without either, only the arm goes home."""
     if task.needs_cube and task.cube_finder is not None:
-        return PlaceCubeByCamera(task.cube_finder, tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
+        return PlaceCubeByCamera(task.cube_finder, tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH),
+                                 keep_in_region=task.cube_reset == "keep_in_region")
     if task.needs_cube and task.sim is not None:
         return PlaceCube(tuple(CUBE_REGION_LOW), tuple(CUBE_REGION_HIGH))
     return ArmHome()
@@ -94,7 +99,7 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
                  camera=None, reward_source=None, render_mode: str | None = None,
                  privileged_obs: bool = False, reset_mode: str | None = None,
                  reset_on_failure: str | None = None, reset_timeout: float = 60.0, reset_prompt=None,
-                 cube_finder: str | None = None, **backend_kwargs) -> RobotEnv:
+                 cube_finder: str | None = None, cube_reset: str = "place", **backend_kwargs) -> RobotEnv:
     """Build an arm `RobotEnv`.
 
     `privileged_obs=True` (sim only) adds the `privileged` observation (see module docstring).
@@ -109,6 +114,10 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     cube_finder: a cube finder folder (made by the camera calibration on the robot,
     policies/cube_finder.py): push/lift physical resets then find the cube with the camera
     (resets/cube_camera.py), as they must on hardware; its camera must be among the env's.
+    cube_reset: "place" (the camera reset picks the cube up and places it at a random point of
+    the start region every time) or "keep_in_region" (a cube the camera sees inside the start
+    region stays where it lies, the arm only goes home: push draws its goal around the cube;
+    it acts once a cube finder is attached, e.g. by a session's camera calibration).
     """
     check_choice("task", task, TASKS)
     check_choice("backend", backend, BACKENDS)
@@ -116,6 +125,7 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
     check_obs_mode(obs)
     hz = check_control_hz(control_hz, max_hz=500.0)
     check_choice("action_mode", action_mode, ACTION_MODES)
+    check_choice("cube_reset", cube_reset, CUBE_RESETS)
     from robolearn.sim.arm import CAMERA_NAMES, check_image_size, make_arm_sim_backend
 
     image_size = check_image_size(image_size)
@@ -155,6 +165,7 @@ def make_arm_env(task: str = "reach", backend: str = "sim", obs: str = "state",
         t = TASK_CLASSES[task](b, control_hz=hz, action_mode=action_mode, model_path=model_path)
         if cube_finder:
             attach_cube_finder(t, cube_finder)
+        t.cube_reset = cube_reset
         t.make_reset_controller = arm_reset_controller
         return t
 

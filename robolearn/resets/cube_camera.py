@@ -50,6 +50,11 @@ class PlaceCubeByCamera:
     tol: float = 0.012
     max_periods: int = 60
     check_margin: float = 0.015        # m: the placed cube may lie this far outside the region
+    # keep a cube the first look sees inside the region where it lies (arm home only): the push
+    # goal is drawn around where the cube is, so a start inside the region is a start the policy
+    # trained from, and the ~20 s pick-and-place is only for a cube pushed out of it
+    keep_in_region: bool = False
+    inset: float = 0.01                # m: "inside" means this far inside the region's edges
     kind = "scripted"
 
     def camera(self, task):
@@ -74,6 +79,12 @@ class PlaceCubeByCamera:
                              "than the gripper opens); take it out of the gripper")
         yield from self._go(mover, (mover.ee[0], mover.ee[1], max(mover.ee[2], self.hover + 0.02)),
                             open_=True)
+        if self.keep_in_region:
+            xy = yield from self._look(task, cam, dt)
+            if np.all(xy >= low + self.inset) and np.all(xy <= high - self.inset):
+                yield from move_home(task)
+                task.cube_seen_xy = xy
+                return
         for attempt in range(self.attempts):
             xy = yield from self._look(task, cam, dt)
             if not in_reach(xy):

@@ -147,6 +147,8 @@ class FinetuneConfig:
                                      # prior_data = "demos" keeps them (runtime/finetune_car.py)
     truth_url: str = ""              # ground-truth poses for reports (set for an emulated robot)
     sim_env_kwargs: dict = field(default_factory=dict)  # the learner's sim twin (spaces, prior data)
+    sim_params: str = ""             # the sim twin's fitted physics (`robolearn calibrate-sim --out FILE`):
+                                     # its prior data then moves like the robot; the robot env is untouched
 
 
 @dataclass
@@ -284,6 +286,16 @@ class LaunchConfig:
             if ft.warm_start == "rlpd" and not ft.prior_data:
                 raise ConfigError("finetune.warm_start = \"rlpd\" keeps prior data 50/50: set "
                                   "finetune.prior_data (sim:N, a dataset folder, .npz or scripted:N)")
+            if not isinstance(ft.sim_params, str):
+                raise ConfigError(f"finetune.sim_params={ft.sim_params!r}: a path to a calibrate-sim TOML")
+            if ft.sim_params:
+                from robolearn.sim.sysid import load_sim_params
+
+                load_sim_params(ft.sim_params)  # missing or bad: a ConfigError naming the file
+            if self.sim_params and (ft.reality or self.drives_hardware()):
+                raise ConfigError(f"sim_params = {self.sim_params!r} sets the physics of the actors' envs, which "
+                                  "in a finetune session are the robot's: put it under [finetune] "
+                                  "(finetune.sim_params) for the learner's sim twin")
         if lc.host not in ("127.0.0.1", "localhost") and not self.keys:
             raise ConfigError(f"learner.host={lc.host!r} exposes the learner beyond this machine "
                               "without encryption; set keys = DIR (from `robolearn keygen DIR`) "

@@ -99,10 +99,12 @@ def resolve_agent(cfg) -> None:
 
 
 def make_sim_twin(cfg):
-    """The learner's env: the sim version of the robot's task (spaces, prior data; no robot)."""
+    """The learner's env: the sim version of the robot's task (spaces, prior data; no robot),
+    with `[finetune] sim_params` (a calibrate-sim fit) when set, so its prior data moves like the robot."""
     from robolearn.policies.env_building import make_env
 
-    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.finetune.sim_env_kwargs, {})
+    return make_env(cfg.env, cfg.obs, None, cfg.max_episode_steps, cfg.finetune.sim_env_kwargs, {},
+                    cfg.finetune.sim_params or None)
 
 
 def load_pretrained(agent, checkpoint: str | Path, load: str, keep_temperature: bool = True) -> float | None:

@@ -144,6 +144,8 @@ class ArmTask(Task):
     #: a camera cube finder (policies/cube_finder.py) for resets that cannot ask the simulator;
     #: attached by the composition layer (robolearn/compose/envs.py)
     cube_finder = None
+    #: "place" or "keep_in_region": see `robolearn.compose.envs.make_arm_env`
+    cube_reset = "place"
     #: where the reset's last camera look saw the cube (x, y, m; set by PlaceCubeByCamera once the
     #: cube is placed, None otherwise): a robot's push goal is drawn around it, as the sim's is
     #: around the simulator's cube
