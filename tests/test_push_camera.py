@@ -79,6 +79,38 @@ def test_the_reward_from_a_finder_position_is_the_sim_tasks_reward_for_that_cube
         env.close()
 
 
+def test_the_success_margin_grows_with_the_finders_held_out_error_on_the_robot():
+    """A finder refitted on a robot with 8.6 mm held-out error must not call a cube seen 2.2 cm
+    from the goal a success (the emulated hard robot's false successes); a sim-accurate one keeps
+    the 5 mm margin."""
+    from robolearn.rewards.push_camera import SUCCESS_MARGIN, CubeFinderPushReward, success_margin_for
+
+    finder = _FixedFinder()
+    assert success_margin_for(finder) == SUCCESS_MARGIN                      # no report
+    for heldout, margin in ((0.0019, SUCCESS_MARGIN), (0.0086, 1.71 * 0.0086), (float("nan"), SUCCESS_MARGIN),
+                            (0.05, 0.015)):
+        finder.report = {"heldout_error_m": heldout}
+        assert success_margin_for(finder) == pytest.approx(margin)
+    env = _push_env()
+    try:
+        env.reset(seed=3)
+        base = env.unwrapped
+        goal = base.task.goal.copy()
+        finder.report = {"heldout_error_m": 0.0086}
+        robot, sim_like = CubeFinderPushReward(finder), CubeFinderPushReward(finder, success_margin=SUCCESS_MARGIN)
+        for src in (robot, sim_like):
+            src.bind(base)
+        calls = {}
+        for d in (0.022, 0.012):
+            _place_cube(base.task, (goal[0] + d, goal[1]))
+            finder.xy = (goal[0] + d, goal[1])
+            obs = base._observe()[0]
+            calls[d] = (robot(obs, {})[1], sim_like(obs, {})[1])
+        assert calls == {0.022: (False, True), 0.012: (True, True)}, calls
+    finally:
+        env.close()
+
+
 def _sim_finder(env, tmp_path, n=40):
     from robolearn.policies.cube_finder import CubeFinder, render_look_frames
 
