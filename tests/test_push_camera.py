@@ -275,15 +275,20 @@ def test_push_launch_files_load():
 
     cfg = load_launch("launch/finetune_arm_push_real.toml")
     ft = cfg.finetune
-    assert cfg.env == PUSH and cfg.algo == "rlpd" and ft.warm_start == "rlpd" and ft.load == "policy"
+    assert cfg.env == PUSH and cfg.algo == "rlpd" and ft.warm_start == "rlpd"
     assert ft.reality == "hard" and ft.prior_data.startswith("sim:")
     assert camera_names(cfg.env_kwargs) == ["front"]                 # finder (reset + reward) and localiser
     assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
-    assert ft.checkpoint == "runs/push-perception" and cfg.env_kwargs["perception"] == "models/push-finder"
-    train = load_train_config("launch/sim_arm_push_perception.toml")
+    assert ft.checkpoint == "runs/push-hard" and cfg.env_kwargs["perception"] == "models/push-finder"
+    assert ft.load == "agent" and cfg.env_kwargs["cube_reset"] == "keep_in_region"
+    train = load_train_config("launch/sim_arm_push_hard.toml")
     assert train.env == PUSH and train.algo == "rlpd" and train.demos == "scripted:20"
     assert train.env_kwargs["perception"] == cfg.env_kwargs["perception"]
-    assert train.agent["privileged"] == "critic"                     # the actor reads no sim truth
+    assert train.agent["privileged"] == "none"                       # the critic goes to the robot too
+    assert train.sim_params == ft.sim_params == "launch/hard_arm_sim_params.toml"
+    assert cfg.learner.agent["privileged"] == train.agent["privileged"]
+    nominal = load_train_config("launch/sim_arm_push_perception.toml")
+    assert nominal.agent["privileged"] == "critic" and nominal.env_kwargs["perception"] == cfg.env_kwargs["perception"]
 
 
 def test_a_robots_push_goal_is_drawn_around_the_cube_the_reset_saw():
