@@ -339,6 +339,38 @@ def test_reward_model_kill_is_accounted_from_the_report_and_the_learner_metrics(
         assert not _check_accounted([kill], bad, tmp_path)["per_kind"]["reward_model_kill"]["pass"]
 
 
+def test_the_down_window_ends_when_the_restarted_server_says_it_is_ready(tmp_path):
+    """The probe only bounds the server's return from above: on a loaded machine the learner had
+    its answer 0.10 s before the probe (the 120-minute run of 2026-11-26), and a metrics line in
+    between showed the relabelled transitions. The restarted server's own `ready at` time ends
+    the window where it is earlier; a label before it still fails."""
+    from robolearn.bench.soak import _check_accounted
+
+    kill = {"kind": "reward_model_kill", "injected": True, "killed_at": 100.0,
+            "observed": {"restarted_pid": 2, "answering_at": 104.0}}
+    report = {"reward_server_restarts": 1, "reward_server": {"held": 32, "relabelled": 32, "dropped": 0}}
+    recs = [{"time": 101.0 + 0.5 * i, "pid": 7, "reward_server": {"labelled": 50, "held": 4 * i}} for i in range(6)]
+    recs.append({"time": 103.95, "pid": 7, "reward_server": {"labelled": 82, "held": 32}})
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "reward_server.log"
+
+    def verdict(ready_at):
+        log.write_text("reward server: serving m (R) on tcp://x (ready at 90.000)\n"
+                       f"reward server: serving m (R) on tcp://x (ready at {ready_at:.3f})\n")
+        return _check_accounted([kill], report, tmp_path)["per_kind"]["reward_model_kill"]
+
+    got = verdict(103.9)                                  # ready before the labelled line: fine
+    assert got["pass"] and got["down_windows"][0]["metrics_lines_in_window"] == 6
+    assert not verdict(104.5)["pass"]                     # ready after the probe: the probe's time ends it
+    log.write_text("")                                    # no ready line (an older server): the probe's time
+    assert not _check_accounted([kill], report, tmp_path)["per_kind"]["reward_model_kill"]["pass"]
+    for r in recs[4:6]:                                   # one transition labelled at 102.5 s
+        r["reward_server"]["labelled"] = 51
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert not verdict(103.9)["pass"]                     # a label while it was down still fails
+
+
 def test_the_soak_sees_when_a_restarted_reward_server_answers(tmp_path):
     """The probe that ends the soak's down window: None while nothing serves the address, the
     time of the first answer once `robolearn reward serve` is up."""

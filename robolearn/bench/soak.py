@@ -664,15 +664,32 @@ def _resumed_learner_went_on(recs: list[dict], killed_pid, step: int, updates: i
             "env_steps_received": received, "updates_after": int(end.get("updates", 0)) - updates}
 
 
-def _labels_while_down(metrics_lines: list[str], kill: dict, margin_s: float = 0.5) -> dict:
+def _server_ready_times(log_lines: list[str]) -> list[float]:
+    """The unix times the reward server's processes said they were ready (their `serving` lines)."""
+    out = []
+    for ln in log_lines:
+        m = re.search(r"reward server: serving .* \(ready at ([0-9.]+)\)", ln)
+        if m:
+            out.append(float(m.group(1)))
+    return out
+
+
+def _labels_while_down(metrics_lines: list[str], kill: dict, margin_s: float = 0.5,
+                       ready_times: list[float] | None = None) -> dict:
     """The learner's reward-server counters on its metrics lines between a kill (+ `margin_s`,
-    for a reply already on the wire) and the restarted server's first answer: `labelled` must
-    not grow in that window (no transition got a reward while the server was down), per
-    learner process (a restarted learner counts from 0)."""
+    for a reply already on the wire) and the restarted server's return: `labelled` must not grow
+    in that window (no transition got a reward while the server was down), per learner process
+    (a restarted learner counts from 0). The return is the soak's probe's first answer, or the
+    restarted server's own ready time where that is earlier: the probe only bounds it from above
+    (the 2026-11-26 120-minute run's first kill: the learner had its answer 0.10 s before the
+    probe, on a loaded machine, and a metrics line in between showed the relabelled transitions)."""
     t0 = kill.get("killed_at")
     t1 = (kill.get("observed") or {}).get("answering_at")
     if t0 is None or t1 is None:
         return {"pass": False, "why": "the kill or the server's return was not observed"}
+    ready = min((t for t in (ready_times or []) if t > t0), default=None)
+    if ready is not None:
+        t1 = min(t1, ready)
     recs = [r for r in (_json(ln) for ln in metrics_lines)
             if isinstance(r.get("reward_server"), dict) and r.get("time") is not None]
 
@@ -729,7 +746,8 @@ def _check_accounted(faults: list[dict], report: dict, run_dir: Path | None = No
     served = report.get("reward_server") or {}
     kills = [f for f in inj if f["kind"] == "reward_model_kill"]
     metrics = _lines(run_dir / "metrics.jsonl") if run_dir is not None else []
-    windows = [_labels_while_down(metrics, f) for f in kills]
+    ready = _server_ready_times(_lines(run_dir / "logs" / "reward_server.log")) if run_dir is not None else []
+    windows = [_labels_while_down(metrics, f, ready_times=ready) for f in kills]
     per["reward_model_kill"] = {
         "injected": n["reward_model_kill"], "report_reward_server_restarts": report.get("reward_server_restarts"),
         "held": served.get("held"), "relabelled": served.get("relabelled"), "dropped": served.get("dropped"),

@@ -118,8 +118,10 @@ def serve(cfg: RewardConfig, address: str, max_bytes: int = M.MAX_MESSAGE_BYTES)
     stop = threading.Event()
     server = RewardServer(cfg, address, max_bytes)
     old = {s: signal.signal(s, lambda signum, frame: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    print(f"reward server: serving {cfg.model} ({type(server.labeler.source.inner).__name__}) on {address}",
-          flush=True)
+    # the time it is ready (unix s): a supervisor or the soak can tell when a restarted server could
+    # first answer, which a probe from outside only bounds from above
+    print(f"reward server: serving {cfg.model} ({type(server.labeler.source.inner).__name__}) on {address} "
+          f"(ready at {time.time():.3f})", flush=True)
     try:
         counts = server.serve(stop)
     finally:
