@@ -404,6 +404,37 @@ def test_the_grasp_check_vetoes_a_held_cube_below_the_lift_height():
         env.close()
 
 
+def test_the_grasp_check_vetoes_a_slow_gripper_still_closing_on_nothing_at_the_lift_height():
+    """The hard arm's slow servos take 7 steps to close from open; while they move the gripper reads
+    "commanded closed, measured open, short of the command" with nothing between the fingers.
+    Lift session 4's 4 false positives were such closes in the air at 6.9-9.2 cm: without the
+    at-rest test this loop is paid on the first closing step."""
+    from robolearn.policies.env_building import make_env
+    from robolearn.registry import register_all
+    from robolearn.rewards.grasp_check import lifted_height
+    from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
+
+    register_all()
+    check = GripperHoldCheck(AlwaysSuccess())
+    env = make_env("robolearn/ArmLift-v0", env_kwargs={"reward_source": check},
+                   sim_params="launch/hard_arm_sim_params.toml")
+    try:
+        env.reset(seed=1)
+        task = env.unwrapped.task
+        assert lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT                  # the arm starts above the lift height
+        closing = 0
+        for t in range(25):                                                  # open, then close on nothing
+            _, r, term, _, info = env.step(np.array([0, 0, 0, 1.0 if t < 5 else -1.0], np.float32))
+            g = float(task.measured_gripper)
+            if t >= 5 and g > 0.35:
+                closing += 1                                                 # moving through the "held" band
+            assert not info["success"] and r == 0.0, f"step {t}: paid a close on nothing (gripper {g:.2f})"
+            assert float(task.cube_pose()[0][2]) - CUBE_HALF < 0.01         # the cube never left the table
+        assert closing >= 3 and check.vetoes == 25
+    finally:
+        env.close()
+
+
 # ----------------------------------------------------------------------- per-block precision
 def test_precision_and_recall_per_ten_minute_block_from_an_episode_log():
     def ep(fired=False, at_fire=None, true_any=None, label=None, steps=1000, version="v0000"):

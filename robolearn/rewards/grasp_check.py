@@ -16,6 +16,13 @@ kinematics of the measured joints) must be at the lift height, with the held cub
 `GRASP_OFFSET_M` below it (measured on the sim arm's scripted lifts: 3.3-4.2 mm). The camera
 classifier's false positives in the wrist sessions were cubes held low or seen at an angle
 (docs/bench/finetune/): a height the joints measure cannot be faked by a view.
+
+The fingers must also be AT REST (`GRIPPER_AT_REST`): a slow servo closing on nothing reads
+"commanded closed, measured open, short of the command" for as long as it is still moving. On
+the hard arm's fitted servos (launch/hard_arm_sim_params.toml) a close from fully open passes
+through that band for 7 control steps (0.7 s), so a lift policy that closed in the air at the
+lift height was paid whenever the classifier agreed: the 4 false positives of lift session 4
+(docs/bench/finetune/README.md), at grasp heights 6.9-9.2 cm with the cube on the table.
 """
 from __future__ import annotations
 
@@ -25,6 +32,10 @@ from robolearn.rewards.base import RewardModelError, is_missing
 from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
 GRASP_OFFSET_M = 0.0035   # grasp point above the held cube's centre (sim arm, scripted lifts)
+#: rad per control step: a gripper moving less than this has stopped (closed on something, or
+#: done); a held cube reads steady to ~0.003 rad (the hard arm's sensor noise), a closing
+#: servo moves 0.2 rad per step on the hard arm, 0.5 on the nominal one
+GRIPPER_AT_REST = 0.03
 
 
 def lifted_height(ee_z: float) -> float:
@@ -44,10 +55,26 @@ def gripper_holds(measured: float, commanded: float, closed: float, opened: floa
     return cmd <= 0.5 * span and meas >= held_margin and meas - cmd >= blocked_margin
 
 
+class GripperAtRest:
+    """Whether the measured gripper moved less than `GRIPPER_AT_REST` since the last reading;
+    fed once per control step (`update`), cleared on reset. False on an episode's first step."""
+
+    def __init__(self, tolerance: float = GRIPPER_AT_REST):
+        self.tolerance = float(tolerance)
+        self.last: float | None = None
+
+    def reset(self) -> None:
+        self.last = None
+
+    def update(self, measured: float) -> bool:
+        prev, self.last = self.last, float(measured)
+        return prev is not None and abs(self.last - prev) < self.tolerance
+
+
 class GripperHoldCheck:
-    """RewardSource: `inner`'s success only while the gripper holds something (for a lift: at
-    the lift height), else reward 0, no success; counted in `vetoes`. Reads the arm task of the
-    env it is bound to."""
+    """RewardSource: `inner`'s success only while the gripper holds something (closed on it, at
+    rest; for a lift: at the lift height), else reward 0, no success; counted in `vetoes`. Reads
+    the arm task of the env it is bound to, every step (the at-rest test needs each reading)."""
 
     def __init__(self, inner, held_margin: float = 0.35, blocked_margin: float = 0.35):
         self.inner = inner
@@ -56,6 +83,7 @@ class GripperHoldCheck:
         self.env = None
         self.vetoes = 0
         self.last_vetoed = False
+        self.at_rest = GripperAtRest()
 
     def bind(self, env) -> None:
         self.env = env
@@ -64,6 +92,7 @@ class GripperHoldCheck:
 
     def reset(self) -> None:
         self.last_vetoed = False
+        self.at_rest.reset()
         self.inner.reset()
 
     @property
@@ -76,7 +105,8 @@ class GripperHoldCheck:
         if task is None or spec is None or not hasattr(task, "measured_gripper"):
             raise RewardModelError("[reward] require_grasp reads the arm's gripper: it needs an arm env "
                                    "and where = \"env\" (the model in the control loop)")
-        held = gripper_holds(task.measured_gripper, task.gripper_cmd, float(spec.gripper_closed),
+        still = self.at_rest.update(task.measured_gripper)
+        held = still and gripper_holds(task.measured_gripper, task.gripper_cmd, float(spec.gripper_closed),
                              float(spec.gripper_open), self.held_margin, self.blocked_margin)
         if held and getattr(task, "name", "") == "lift":
             return lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
@@ -85,7 +115,8 @@ class GripperHoldCheck:
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
         reward, success = self.inner(obs, info)
         self.last_vetoed = False
-        if success and not is_missing(reward) and not self.holds():
+        holds = self.holds()          # every step: the at-rest test compares successive readings
+        if success and not is_missing(reward) and not holds:
             self.vetoes += 1
             self.last_vetoed = True
             return 0.0, False

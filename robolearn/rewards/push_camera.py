@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from robolearn.rewards.base import MISSING, RewardModelError, camera_images
+from robolearn.rewards.grasp_check import GripperAtRest, gripper_holds
 from robolearn.sim.arm_workspace import PUSH_RADIUS
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,6 @@ SUCCESS_MARGIN = 0.005
 #: (sim: 1.9 mm), so 5 mm let through successes seen at 2.2-2.5 cm that were > 3 cm true (5 of 12
 #: in a session, docs/bench/finetune/README.md "Push"); 1.71 x 8.6 = 14.7 mm keeps them out.
 P90_PER_MEAN_ERROR = 1.71
-#: rad per control step: a gripper moving less than this has stopped (closed on something, or done)
-GRIPPER_AT_REST = 0.03
 
 
 def success_margin_for(finder) -> float:
@@ -76,7 +75,7 @@ class CubeFinderPushReward:
         self.in_hand = 0
         self.calls = 0
         self.last_xy: np.ndarray | None = None
-        self._gripper: float | None = None
+        self._gripper_rest = GripperAtRest()
 
     def bind(self, env) -> None:
         task = getattr(env, "task", None)
@@ -92,19 +91,16 @@ class CubeFinderPushReward:
 
     def reset(self) -> None:
         self.last_xy = None
-        self._gripper = None
+        self._gripper_rest.reset()
 
     def _holds(self, task) -> bool:
         """The gripper closed on something (rewards/grasp_check.py) and at rest (not still
         closing, which a slow servo takes several steps to do): a push policy that grasps and
         carries the cube (seen in sim with the hard reality: the finder then put a lifted cube
         29-95 mm off, and fired a false success)."""
-        from robolearn.rewards.grasp_check import gripper_holds
-
         spec = task.spec
         g = float(task.measured_gripper)
-        prev, self._gripper = self._gripper, g
-        return (prev is not None and abs(g - prev) < GRIPPER_AT_REST
+        return (self._gripper_rest.update(g)
                 and gripper_holds(g, task.gripper_cmd, float(spec.gripper_closed), float(spec.gripper_open)))
 
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
