@@ -155,21 +155,25 @@ def plot_labels(ax, report: dict) -> None:
     w = (blocks[0]["end_min"] - blocks[0]["start_min"]) * 0.35
     prec = [np.nan if b["precision"] is None else b["precision"] for b in blocks]
     rec = [np.nan if b["recall"] is None else b["recall"] for b in blocks]
-    ax.bar(x - w / 2, prec, w, label="reward precision vs truth")
-    ax.bar(x + w / 2, rec, w, label="reward recall vs truth")
+    for bars in (ax.bar(x - w / 2, prec, w, label="reward precision vs truth"),
+                 ax.bar(x + w / 2, rec, w, label="reward recall vs truth")):
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)   # the figure the 0.95 line is judged on
     ax.axhline(0.95, ls="--", color="grey", lw=0.8)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("robot time (min), 10-minute blocks")
     ax.set_ylabel("per block")
     right = ax.twinx()
-    right.step([b["end_min"] for b in blocks], [b["labels_total"] for b in blocks], where="post",
-               color="black", label="operator labels (cumulative)")
+    # from 0 at the session's start, so a one-block session still draws its line
+    right.plot([blocks[0]["start_min"]] + [b["end_min"] for b in blocks],
+               [0] + [b["labels_total"] for b in blocks], marker="o",
+               color="black", label="operator labels (cumulative, at each block's end)")
     right.set_ylabel("operator labels")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = right.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="lower right", fontsize=8)
     rt = report.get("reward_retrains") or {}
     ax.set_title(f"reward: {report.get('operator_labels', 0)} operator labels "
-                 f"({report.get('operator_labels_flagged', 0)} flagged), {rt.get('ok', 0)} retrains "
-                 f"({rt.get('failed', 0)} failed), {report.get('interventions', 0)} intervention steps",
+                 f"({report.get('operator_labels_flagged', 0)} flagged), "
+                 f"{rt.get('ok', 0) + rt.get('failed', 0)} retrains ({rt.get('ok', 0)} published, "
+                 f"{rt.get('failed', 0)} refused), {report.get('interventions', 0)} intervention steps",
                  fontsize=9)
