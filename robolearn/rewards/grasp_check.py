@@ -55,20 +55,29 @@ def gripper_holds(measured: float, commanded: float, closed: float, opened: floa
     return cmd <= 0.5 * span and meas >= held_margin and meas - cmd >= blocked_margin
 
 
-class GripperAtRest:
-    """Whether the measured gripper moved less than `GRIPPER_AT_REST` since the last reading;
-    fed once per control step (`update`), cleared on reset. False on an episode's first step."""
+class GripperHold:
+    """Whether the gripper holds something now: `gripper_holds` on the task's measured and
+    commanded gripper, with the fingers at rest (moved less than `tolerance` since the last
+    reading). Call it once per control step; `reset()` per episode (False on the first step).
+    The lift's grasp check and the push reward's in-hand test share it."""
 
-    def __init__(self, tolerance: float = GRIPPER_AT_REST):
+    def __init__(self, held_margin: float = 0.35, blocked_margin: float = 0.35,
+                 tolerance: float = GRIPPER_AT_REST):
+        self.held_margin = float(held_margin)
+        self.blocked_margin = float(blocked_margin)
         self.tolerance = float(tolerance)
         self.last: float | None = None
 
     def reset(self) -> None:
         self.last = None
 
-    def update(self, measured: float) -> bool:
-        prev, self.last = self.last, float(measured)
-        return prev is not None and abs(self.last - prev) < self.tolerance
+    def __call__(self, task) -> bool:
+        g = float(task.measured_gripper)
+        prev, self.last = self.last, g
+        at_rest = prev is not None and abs(g - prev) < self.tolerance
+        spec = task.spec
+        return at_rest and gripper_holds(g, task.gripper_cmd, float(spec.gripper_closed),
+                                         float(spec.gripper_open), self.held_margin, self.blocked_margin)
 
 
 class GripperHoldCheck:
@@ -78,12 +87,10 @@ class GripperHoldCheck:
 
     def __init__(self, inner, held_margin: float = 0.35, blocked_margin: float = 0.35):
         self.inner = inner
-        self.held_margin = float(held_margin)
-        self.blocked_margin = float(blocked_margin)
+        self.hold = GripperHold(held_margin, blocked_margin)
         self.env = None
         self.vetoes = 0
         self.last_vetoed = False
-        self.at_rest = GripperAtRest()
 
     def bind(self, env) -> None:
         self.env = env
@@ -92,7 +99,7 @@ class GripperHoldCheck:
 
     def reset(self) -> None:
         self.last_vetoed = False
-        self.at_rest.reset()
+        self.hold.reset()
         self.inner.reset()
 
     @property
@@ -105,9 +112,7 @@ class GripperHoldCheck:
         if task is None or spec is None or not hasattr(task, "measured_gripper"):
             raise RewardModelError("[reward] require_grasp reads the arm's gripper: it needs an arm env "
                                    "and where = \"env\" (the model in the control loop)")
-        still = self.at_rest.update(task.measured_gripper)
-        held = still and gripper_holds(task.measured_gripper, task.gripper_cmd, float(spec.gripper_closed),
-                             float(spec.gripper_open), self.held_margin, self.blocked_margin)
+        held = self.hold(task)
         if held and getattr(task, "name", "") == "lift":
             return lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
         return held

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from robolearn.rewards.base import MISSING, RewardModelError, camera_images
-from robolearn.rewards.grasp_check import GripperAtRest, gripper_holds
+from robolearn.rewards.grasp_check import GripperHold
 from robolearn.sim.arm_workspace import PUSH_RADIUS
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class CubeFinderPushReward:
         self.in_hand = 0
         self.calls = 0
         self.last_xy: np.ndarray | None = None
-        self._gripper_rest = GripperAtRest()
+        self._hold = GripperHold()
 
     def bind(self, env) -> None:
         task = getattr(env, "task", None)
@@ -91,17 +91,14 @@ class CubeFinderPushReward:
 
     def reset(self) -> None:
         self.last_xy = None
-        self._gripper_rest.reset()
+        self._hold.reset()
 
     def _holds(self, task) -> bool:
         """The gripper closed on something (rewards/grasp_check.py) and at rest (not still
         closing, which a slow servo takes several steps to do): a push policy that grasps and
         carries the cube (seen in sim with the hard reality: the finder then put a lifted cube
         29-95 mm off, and fired a false success)."""
-        spec = task.spec
-        g = float(task.measured_gripper)
-        return (self._gripper_rest.update(g)
-                and gripper_holds(g, task.gripper_cmd, float(spec.gripper_closed), float(spec.gripper_open)))
+        return self._hold(task)
 
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
         from robolearn.policies.cube_finder import CubeNotSeenError
