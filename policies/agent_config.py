@@ -72,6 +72,12 @@ class AgentConfig:
     adam_beta1: float = 0.9  # CrossQ: 0.5
     init_temperature: float = 0.1  # pytorch_sac/DrQ's value; 1.0 drowns O(1) rewards for ~10k updates
     target_entropy_scale: float = 1.0  # target entropy = -scale * |A|
+    #: the first N action dims carry SAC's entropy (the bonus and the temperature's target,
+    #: -scale * N); 0 = all. Why: a saturated tanh dim (an arm's gripper, a button held at +-1)
+    #: has an entropy that falls without bound, so it pays the whole target while the other dims
+    #: stay as noisy as they like. HIL-SERL keeps its gripper out of the entropy the same way (a
+    #: separate discrete critic). docs/finetune.md, "The sampled policy's noise".
+    entropy_dims: int = 0
     backup_entropy: bool = True  # include -alpha*log pi in the TD target
     grad_clip: float = 0.0  # max global grad norm; 0 = off
     normalize_obs: bool = False  # running mean/std of the state vector (travels with the policy)
@@ -150,6 +156,11 @@ class AgentConfig:
              f"flow_bc_weight={self.flow_bc_weight} is the flow actor's behaviour-cloning term: set "
              "actor='flow', or flow_bc_weight=0 for the Gaussian actor")
         need(self.bc_weight >= 0, f"bc_weight={self.bc_weight} must be >= 0")
+        need(isinstance(self.entropy_dims, int) and not isinstance(self.entropy_dims, bool)
+             and self.entropy_dims >= 0, f"entropy_dims={self.entropy_dims!r} must be an integer >= 0 (0: all dims)")
+        need(self.actor == "gaussian" or not self.entropy_dims,
+             f"entropy_dims={self.entropy_dims} selects dims of the Gaussian actor's entropy; the flow "
+             "actor's log-density does not split by dim: set entropy_dims=0")
         need(self.actor == "gaussian" or not self.bc_weight,
              f"bc_weight={self.bc_weight} anchors the Gaussian actor's mean; the flow actor's "
              "behaviour-cloning term is flow_bc_weight")

@@ -293,10 +293,13 @@ class Actor(nn.Module):
     running statistics (eval mode, the Agent's default for the actor), as sbx's CrossQ does."""
 
     def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...],
-                 batch_renorm: dict | None = None, simba: tuple[int, int] | None = None):
-        """`simba=(width, blocks)`: a SimBa body instead of the MLP (`hidden` unused)."""
+                 batch_renorm: dict | None = None, simba: tuple[int, int] | None = None,
+                 entropy_dims: int = 0):
+        """`simba=(width, blocks)`: a SimBa body instead of the MLP (`hidden` unused);
+        `entropy_dims`: log-probabilities over the first N dims only (0: all)."""
         super().__init__()
         self.in_features = int(feature_dim)
+        self.entropy_dims = int(entropy_dims)
         if simba is not None:
             self.net = Simba(feature_dim, simba[0], simba[1], 2 * action_dim, batch_renorm)
         else:
@@ -316,9 +319,11 @@ class Actor(nn.Module):
         u = mean + log_std.exp() * eps
         action = torch.tanh(u)
         # log N(u) - log|d tanh(u)/du|, the latter in the overflow-safe softplus form
-        log_prob = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
-        return action, log_prob
+        per_dim = -0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi) \
+            - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+        if self.entropy_dims:    # only these dims carry the entropy (AgentConfig.entropy_dims)
+            per_dim = per_dim[..., : self.entropy_dims]
+        return action, per_dim.sum(-1)
 
     def mode(self, feat: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(feat)[0])

@@ -66,7 +66,9 @@ class Agent:
         self.can_learn = not (cfg.privileged == "critic" and priv_space is None)
         self.actor_privileged = cfg.privileged == "actor_and_critic"
         self.action_dim = int(action_space.shape[0])
-        self.target_entropy = -cfg.target_entropy_scale * self.action_dim
+        if cfg.entropy_dims > self.action_dim:
+            raise ConfigError(f"entropy_dims={cfg.entropy_dims}: the action has only {self.action_dim} dims")
+        self.target_entropy = -cfg.target_entropy_scale * (cfg.entropy_dims or self.action_dim)
         self.num_updates = 0
         self.last_target_members: torch.Tensor | None = None
         # separate streams: acting never perturbs the update randomness (and vice versa)
@@ -103,8 +105,8 @@ class Agent:
             else:
                 self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
                                    batch_renorm=brn if cfg.actor_batch_renorm else None,
-                                   simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None
-                                   ).to(self.device)
+                                   simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None,
+                                   entropy_dims=cfg.entropy_dims).to(self.device)
             # eval mode except in the actor loss: acting and the TD target's next action read
             # running statistics (matters with actor_batch_renorm only)
             self.actor.train(False)
