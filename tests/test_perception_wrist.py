@@ -258,6 +258,16 @@ def test_wrist_finetune_launch_file_loads_with_both_cameras():
     assert set(camera_names(cfg.env_kwargs)) == {"front", "wrist"}        # finder + policy localiser
     assert camera_names(ft.sim_env_kwargs) == ["wrist"]
     assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
+    # the sampled policy's entropy covers x, y, z: the saturated gripper pays none of the target
+    import gymnasium as gym
+
+    from robolearn.policies.registry import make_agent
+
+    obs = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, (17,), np.float32)})
+    agent = make_agent(cfg.algo, obs, gym.spaces.Box(-1, 1, (4,), np.float32),
+                       **{**cfg.learner.agent, "privileged": "none"})
+    assert agent.target_entropy == -0.5 * 3 and agent.actor.entropy_dims == 3
+    assert float(agent.log_alpha.exp()) < 1e-3
 
 
 def test_cli_trains_the_wrist_localiser_in_the_cameras_frame(tmp_path):
