@@ -344,6 +344,29 @@ def test_gripper_holds_only_when_closed_on_something():
     assert not gripper_holds(0.01, 0.0, closed=0.0, opened=1.6)              # closed on nothing
     assert not gripper_holds(0.8, 0.8, closed=0.0, opened=1.6)               # half-open, nothing held
     assert gripper_holds(-1.35, 0.0, closed=0.0, opened=-1.6)                # a mirrored servo
+    # the step a close is commanded, the fingers have not left the open stop (lift session 8)
+    assert not gripper_holds(1.577, 0.68, closed=0.0, opened=1.6)
+    assert not gripper_holds(-1.577, -0.68, closed=0.0, opened=-1.6)
+    assert gripper_holds(1.46, 0.0, closed=0.0, opened=1.6)                  # the widest held reading (sim arm)
+
+
+def test_the_hold_is_not_paid_the_step_a_close_is_commanded_from_open():
+    """Lift session 8's false positive with an open hand: the reading 1.59 then 1.58 (at rest),
+    the command just switched to 0.68 (short of it by 0.9): nothing between the fingers."""
+    from types import SimpleNamespace
+
+    from robolearn.rewards.grasp_check import GripperHold
+
+    spec = SimpleNamespace(gripper_closed=0.0, gripper_open=1.6)
+    hold = GripperHold()
+    task = SimpleNamespace(spec=spec, measured_gripper=1.59, gripper_cmd=1.6)
+    assert not hold(task)
+    task.measured_gripper, task.gripper_cmd = 1.58, 0.68
+    assert not hold(task)
+    task.measured_gripper, task.gripper_cmd = 1.21, 0.0    # later: stopped by the cube, at rest
+    assert not hold(task)                                  # moved 0.37 since the last reading
+    task.measured_gripper = 1.20
+    assert hold(task)
 
 
 class AlwaysSuccess:

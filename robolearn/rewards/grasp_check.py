@@ -23,6 +23,8 @@ the hard arm's fitted servos (launch/hard_arm_sim_params.toml) a close from full
 through that band for 7 control steps (0.7 s), so a lift policy that closed in the air at the
 lift height was paid whenever the classifier agreed: the 4 false positives of lift session 4
 (docs/bench/finetune/README.md), at grasp heights 6.9-9.2 cm with the cube on the table.
+Nor may they be at the open stop (`OPEN_STOP_MARGIN`): the step a close is commanded, a servo
+that has not started yet is at rest and short of the command with nothing in the hand.
 """
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ GRASP_OFFSET_M = 0.0035   # grasp point above the held cube's centre (sim arm, s
 #: done); a held cube reads steady to ~0.003 rad (the hard arm's sensor noise), a closing
 #: servo moves 0.2 rad per step on the hard arm, 0.5 on the nominal one
 GRIPPER_AT_REST = 0.03
+#: rad: a gripper within this of its open stop holds nothing. Why: on the hard arm the step a
+#: close is commanded, the fingers still read open and unmoved (at rest, short of the command):
+#: lift session 8's one false positive with an open hand (1.577 rad of 1.6). A held cube reads
+#: 1.17-1.29 rad on the hard arm (93 true lifts, sessions 7-8), 1.30-1.46 on the sim arm.
+OPEN_STOP_MARGIN = 0.1
 
 
 def lifted_height(ee_z: float) -> float:
@@ -44,15 +51,19 @@ def lifted_height(ee_z: float) -> float:
 
 
 def gripper_holds(measured: float, commanded: float, closed: float, opened: float,
-                  held_margin: float = 0.35, blocked_margin: float = 0.35) -> bool:
-    """Commanded closed, yet stopped open by something between the fingers (all in rad)."""
+                  held_margin: float = 0.35, blocked_margin: float = 0.35,
+                  open_margin: float = OPEN_STOP_MARGIN) -> bool:
+    """Commanded closed, yet stopped open by something between the fingers (all in rad): short
+    of closed by `held_margin`, of the command by `blocked_margin`, and off the open stop by
+    `open_margin` (fingers that have not left it hold nothing)."""
     sign = 1.0 if opened >= closed else -1.0
     span = abs(opened - closed)
     meas = (float(measured) - closed) * sign   # 0: fully closed .. span: fully open
     cmd = (float(commanded) - closed) * sign
     if not (np.isfinite(meas) and np.isfinite(cmd)):
         return False
-    return cmd <= 0.5 * span and meas >= held_margin and meas - cmd >= blocked_margin
+    return (cmd <= 0.5 * span and meas >= held_margin and meas - cmd >= blocked_margin
+            and meas <= span - open_margin)
 
 
 class GripperHold:
