@@ -13,6 +13,7 @@ PRIVILEGED_MODES = ("none", "critic", "actor_and_critic")
 NETWORKS = ("mlp", "simba")
 ACTORS = ("gaussian", "flow")
 CPU_MATMULS = ("onednn", "bf16", "torch")
+CPU_UPDATES = ("autograd", "manual")
 FLOW_VARIANTS = ("gated",)  # Flow-G; Flow-T (a Transformer decoder over the K steps) is not built yet
 
 
@@ -107,6 +108,12 @@ class AgentConfig:
     # state, heads, log-probs and TD targets; acting stays fp32); an option until learning
     # curves on ArmReach, ArmPush and dmc cheetah-run match fp32 (docs/learners.md)
     cpu_matmul: str = "torch"
+    # CPU update: "autograd" (the losses' backward), or "manual": the same update with its
+    # gradients written out by hand (policies/manual_update.py: no autograd graph, fused bias
+    # and ReLU, Adam's kernel called directly); MLP nets with a target network (sac, redq,
+    # droq, rlpd; not pixels, SimBa, batch renorm, flow), fp32 (cpu_matmul "torch" or
+    # "onednn"). Same equations and random draws; fp32 summation order differs (docs/learners.md)
+    cpu_update: str = "autograd"
 
     def validate(self) -> "AgentConfig":
         def need(cond, msg):
@@ -127,6 +134,8 @@ class AgentConfig:
             need(int(getattr(self, k)) >= 1, f"{k}={getattr(self, k)} must be >= 1")
         need(self.cpu_matmul in CPU_MATMULS,
              f"cpu_matmul={self.cpu_matmul!r}: choose one of {', '.join(map(repr, CPU_MATMULS))}")
+        need(self.cpu_update in CPU_UPDATES,
+             f"cpu_update={self.cpu_update!r}: choose one of {', '.join(map(repr, CPU_UPDATES))}")
         need(self.check_every >= 0, f"check_every={self.check_every} must be >= 0 (0 = auto)")
         need(self.learning_starts >= 0, f"learning_starts={self.learning_starts} must be >= 0")
         for k in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):

@@ -34,6 +34,7 @@ import torch
 from robolearn.data.replay import Batch
 from robolearn.env import PRIVILEGED_KEY
 from robolearn.errors import ConfigError, DatasetError, TrainingError
+from robolearn.policies import manual_update
 from robolearn.policies.agent_config import AgentConfig, _check_spaces
 from robolearn.policies.cpu import keep_freed_memory
 from robolearn.policies.encoders import PixelEncoder, random_shift
@@ -149,6 +150,15 @@ class Agent:
         self._check_every = cfg.check_every or (1 if self.device.type == "cpu" else 100)
         self._graphs = (GraphedUpdate(self) if cfg.cuda_graph and self.device.type == "cuda"
                         and GraphedUpdate.supported() else None)
+        self._manual = None
+        if cfg.cpu_update == "manual":
+            why = manual_update.unsupported_reason(self)
+            if why is not None:
+                raise ConfigError(
+                    f"cpu_update='manual' writes out the gradients of MLP SAC-family agents on the "
+                    f"CPU (sac, redq, droq, rlpd: fp32, target network); here {why}: set "
+                    "cpu_update='autograd'")
+            self._manual = manual_update.ManualUpdate(self)
 
     # -------------------------------------------------------------------------------- acting
     @property
@@ -244,7 +254,9 @@ class Agent:
             prior = interv if batch.prior is None else interv | torch.as_tensor(batch.prior).to(self.device)
             inputs["prior"] = prior.float()
         do_actor = n % cfg.actor_every == 0 and n > cfg.actor_frozen_updates
-        if self._graphs is None:
+        if self._manual is not None:
+            keys, values = self._manual.run(inputs, do_actor)
+        elif self._graphs is None:
             with bf16_region(self._bf16):
                 keys, values = self._learn(inputs, do_actor)
         else:

@@ -30,7 +30,8 @@ from robolearn.data.replay import ReplayBuffer
 from robolearn.policies import onednn
 from robolearn.policies.registry import make_config
 from robolearn.policies.speed_harness import (_fill_ours, _interleaved, _our_runner, _random_data, _sb3_runner,
-                                             _sb3_update_flops, _spaces, count_update_flops, preset_overrides)
+                                             _sb3_update_flops, _spaces, count_update_flops, cpu_identity,
+                                             describe_cpu, preset_overrides)
 
 
 def _gemm_paths(n: int, device: str) -> dict:
@@ -202,12 +203,16 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
                      device=device, threads=threads, clock=clock, cpu_cores=os.cpu_count(),
                      load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-    # ours: the fastest path we have; on CPU that is cpu_matmul="onednn" (an option, not yet the
-    # default), measured beside the default path ("ours_default")
-    fast = {"cpu_matmul": "onednn"} if str(device) == "cpu" else {}
-    runners = {"ours": _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed, **fast)}
-    out["ours_sac_preset_overrides"] = preset_overrides(make_config("sac", batch_size=batch_size, **fast))
-    if fast:
+    # ours: the fastest path we have. On CPU that depends on the CPU (cpu_identity), so the
+    # fp32 candidates run in the same rounds and "ours" is the fastest of them in this run;
+    # the default path ("ours_default") and the previous fast path are measured beside it.
+    candidates = ({"manual+onednn": {"cpu_update": "manual", "cpu_matmul": "onednn"},
+                   "manual+torch": {"cpu_update": "manual"},
+                   "autograd+onednn": {"cpu_matmul": "onednn"}} if str(device) == "cpu" else {"": {}})
+    runners = {f"ours:{k}": _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed, **v)
+               for k, v in candidates.items()}
+    if str(device) == "cpu":
+        out["cpu"] = cpu_identity()
         runners["ours_default"] = _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed)
     if include_sb3:
         try:
@@ -218,6 +223,13 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
         runners["ours_bf16"] = _our_runner("sac", obs_space, act_space, buf, batch_size, device, seed,
                                            cpu_matmul="bf16")
     speed = _interleaved(runners, steps, warmup, rounds, sync)
+    best = max(candidates, key=lambda k: speed[f"ours:{k}"][clock])
+    speed["ours"] = speed[f"ours:{best}"]
+    out["ours_sac_preset_overrides"] = preset_overrides(make_config("sac", batch_size=batch_size,
+                                                                    **candidates[best]))
+    if len(candidates) > 1:
+        out["cpu_paths_updates_per_s"] = {k: speed[f"ours:{k}"][clock] for k in candidates}
+        out["cpu_paths_updates_per_s"]["autograd+torch (default)"] = speed["ours_default"][clock]
     if "ours_bf16" in speed:
         out["ours_sac_bf16_updates_per_s"] = speed["ours_bf16"][clock]
         if "sb3" in speed:
@@ -259,8 +271,10 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
                                                 / speed["sb3"][clock])
     if ensemble:
         # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
+        # on the path "ours" took above (the manual update covers redq too)
+        path = {k: v for k, v in candidates[best].items() if k in ("cpu_update", "cpu_matmul")}
         runners = {k: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed,
-                                  num_critics=k) for k in (10, 2)}
+                                  num_critics=k, **path) for k in (10, 2)}
         speed = _interleaved(runners, steps, warmup, rounds, sync)
         out["redq10_updates_per_s"], out["redq2_updates_per_s"] = speed[10]["wall"], speed[2]["wall"]
         out["redq10_vs_2_cost_ratio"] = speed[2]["wall"] / speed[10]["wall"]
@@ -270,7 +284,7 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
         out["redq10_update_flops"], out["redq2_update_flops"] = flops[10], flops[2]
         out["redq10_vs_2_flop_ratio"] = flops[10] / flops[2]
         out["redq_preset_overrides"] = {k: preset_overrides(make_config("redq", num_critics=k,
-                                                                        batch_size=batch_size))
+                                                                        batch_size=batch_size, **path))
                                         for k in (10, 2)}
         for e in (10, 2):
             ens = measure_ensemble_batching(num_critics=e, device=device)
@@ -287,6 +301,11 @@ def _print(out: dict, print_fn) -> None:
              f"obs {out['obs_dim']}, act {out['action_dim']}, 256x256 nets; wall clock | process CPU time):")
     print_fn(f"  ours sac  : {out['ours_sac_updates_per_s']:8.1f} | {out['ours_sac_cpu_updates_per_s']:8.1f} "
              f"updates/s ({'plain sac preset' if not plain else f'sac preset with {plain}'})")
+    if "cpu" in out:
+        print_fn(f"  CPU: {describe_cpu(out['cpu'])}")
+    if "cpu_paths_updates_per_s" in out:
+        print_fn("  fp32 paths (same rounds): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in out["cpu_paths_updates_per_s"].items()) + f" updates/s ({out['clock']} clock)")
     if "ours_sac_default_path_updates_per_s" in out:
         print_fn(f"  ours sac, default cpu_matmul='torch' path: {out['ours_sac_default_path_updates_per_s']:8.1f} "
                  f"updates/s ({out['clock']} clock)")
@@ -337,7 +356,7 @@ def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
         "sac_fraction_of_limit", "sb3_fraction_of_limit", "redq10_vs_2_cost_ratio",
         "redq10_vs_2_cost_ratio_cpu", "redq10_vs_2_flop_ratio", "ours_sac_preset_overrides",
         "redq_preset_overrides", "fp32_bound_speedup_vs_sb3", "ours_sac_bf16_updates_per_s",
-        "sac_bf16_speedup_vs_sb3", "sac_bf16_fraction_of_bf16_limit")}
+        "sac_bf16_speedup_vs_sb3", "sac_bf16_fraction_of_bf16_limit", "cpu", "cpu_paths_updates_per_s")}
     for t in threads:
         r = per[str(t)]
         summary[f"sac_speedup_vs_sb3_{t}thread"] = (

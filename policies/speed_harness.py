@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import platform
 import time
 
 import gymnasium as gym
@@ -10,6 +11,37 @@ import torch
 
 from robolearn.data.replay import ReplayBuffer
 from robolearn.policies.registry import make_agent, make_config
+
+
+def cpu_identity() -> dict:
+    """Which CPU ran a speed figure. Why: the ratios depend on the microarchitecture, not only
+    on the code: on an AMD EPYC of family 25 (Zen 4, AVX-512 on 256-bit units) oneDNN's fp32
+    inner product ran at about MKL's rate, on the EPYC of earlier runs at about twice it
+    (docs/learners.md), so a figure without its CPU cannot be compared."""
+    info = {"machine": platform.machine(), "model_name": platform.processor() or None,
+            "family": None, "model": None, "flags": [],
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read().split("\n\n")[0]
+    except OSError:
+        return info
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    info["model_name"] = fields.get("model name", info["model_name"])
+    info["family"] = int(fields["cpu family"]) if fields.get("cpu family", "").isdigit() else None
+    info["model"] = int(fields["model"]) if fields.get("model", "").isdigit() else None
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    info["flags"] = [f for f in fields.get("flags", "").split() if f in wanted]
+    return info
+
+
+def describe_cpu(info: dict) -> str:
+    """One line for a results table: model name, family/model, the vector flags that matter."""
+    fam = (f", family {info['family']} model {info['model']}" if info.get("family") is not None else "")
+    return (f"{info.get('model_name') or info.get('machine')}{fam}; "
+            f"{' '.join(info.get('flags') or []) or 'no AVX flags read'}; "
+            f"torch CPU capability {info.get('torch_cpu_capability')}")
 
 
 def _spaces(obs_dim: int, action_dim: int):

@@ -222,8 +222,15 @@ def test_speed_suite_reports_everything_in_one_run_and_names_non_plain_presets()
     assert out["sac_speedup_vs_sb3_1thread"] == pytest.approx(r["sac_speedup_vs_sb3_cpu"])
     assert out["redq10_vs_2_flop_ratio"] > 1
     md = "\n".join(speed_markdown(out))
+    # "ours" is the fastest fp32 path of this run (it depends on the CPU), named with its options;
     # batch 32 is not the preset's 256: the report must say so rather than call it plain `sac`
-    assert "`sac` preset with {'batch_size': 32, 'cpu_matmul': 'onednn'}" in md and "sac_fraction_of_limit" in md
+    paths = r["cpu_paths_updates_per_s"]
+    assert set(paths) == {"manual+onednn", "manual+torch", "autograd+onednn", "autograd+torch (default)"}
+    fp32 = {k: v for k, v in paths.items() if "default" not in k}
+    assert r["ours_sac_cpu_updates_per_s"] == max(fp32.values())
+    assert f"`sac` preset with {out['ours_sac_preset_overrides']}" in md and "sac_fraction_of_limit" in md
+    assert out["ours_sac_preset_overrides"]["batch_size"] == 32
+    assert out["cpu"]["torch_cpu_capability"] and "- CPU: " in md
     assert any("sac preset with" in line for line in lines)
     from robolearn.policies import onednn
     if onednn.bf16_available():  # the bf16 option is timed in the same rounds, with its limit

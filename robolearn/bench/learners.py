@@ -310,6 +310,8 @@ def markdown(rows: list[dict], s: dict, speed: dict | None, argv: list[str]) -> 
 
 def speed_markdown(speed: dict) -> list[str]:
     """The update-speed section (CPU suite or GPU figures)."""
+    from robolearn.policies.speed_harness import describe_cpu
+
     if "updates_per_s" in speed:  # GPU
         lines = ["## Update speed on the GPU", "",
                  f"{speed['device_name']}, torch {speed['torch']}, batch {speed['batch_size']}, "
@@ -351,6 +353,13 @@ def speed_markdown(speed: dict) -> list[str]:
                      + f" {r.get('load_average_1min') or 0:.1f} ({r.get('cpu_cores')}) |")
     lines += ["", "A multi-thread figure only means something when that many cores are free: with "
               "the load average above the core count, threads wait on each other and rates collapse.", ""]
+    if first.get("cpu"):
+        lines.append(f"- CPU: {describe_cpu(first['cpu'])} (the ratios depend on it: docs/learners.md)")
+    for t in speed["threads"]:
+        paths = per[str(t)].get("cpu_paths_updates_per_s")
+        if paths:
+            lines.append(f"- {t} thread(s), every fp32 path in the same rounds (ours = the fastest): "
+                         + ", ".join(f"`{k}` {v:.1f}" for k, v in paths.items()) + " updates/s")
     for t in speed["threads"]:
         r = per[str(t)]
         if "ours_sac_default_path_updates_per_s" in r:
