@@ -413,6 +413,15 @@ class Agent:
         # already match, so two agents loaded from one dict would share (and corrupt) moments
         self.actor_opt.load_state_dict(copy.deepcopy(d["actor_opt"]))
         self.critic_opt.load_state_dict(copy.deepcopy(d["critic_opt"]))
+        # an optimiser's state dict carries its learning rates and betas: this agent's options
+        # decide them (a fine-tuning launch's actor_lr over the pretrained run's), as for a
+        # fresh agent; a resume has the same options, so nothing changes there
+        cfg = self.config
+        betas = (cfg.adam_beta1, 0.999)
+        for group, lr in zip(self.actor_opt.param_groups, (cfg.actor_lr, cfg.temperature_lr)):
+            group["lr"], group["betas"] = lr, betas
+        for group in self.critic_opt.param_groups:
+            group["lr"], group["betas"] = cfg.critic_lr, betas
         self.num_updates = int(d["num_updates"])
         if self._graphs is not None:
             # the graphs are captured again below: give them a generator no old graph holds

@@ -254,6 +254,24 @@ def test_calibrate_arm_needs_an_arm_and_a_robot(tmp_path, pretrained):
         calibrate_robot_arm(cfg, tmp_path)
 
 
+def test_load_agent_keeps_the_launch_files_learning_rates(pretrained):
+    """`load = "agent"` restores the optimisers' moments, and with them the pretrained run's
+    learning rates: a launch file's `actor_lr` was silently replaced by the checkpoint's 3e-4
+    (push session 7, docs/bench/finetune/README.md). The agent's own options decide."""
+    import gymnasium as gym
+
+    from robolearn.policies.registry import make_agent
+    from robolearn.runtime.finetune import load_pretrained
+
+    env = gym.make("robolearn/ArmReach-v0")
+    agent = make_agent("sac", env.observation_space, env.action_space, actor_lr=3e-5, critic_lr=1e-4,
+                       temperature_lr=2e-4, adam_beta1=0.5)
+    load_pretrained(agent, pretrained, "agent")
+    assert [g["lr"] for g in agent.actor_opt.param_groups] == [3e-5, 2e-4]
+    assert [g["lr"] for g in agent.critic_opt.param_groups] == [1e-4]
+    assert all(g["betas"] == (0.5, 0.999) for g in agent.actor_opt.param_groups + agent.critic_opt.param_groups)
+
+
 def test_load_policy_carries_the_pretrained_temperature_unless_the_launch_file_sets_one(pretrained, tmp_path):
     """`load = "policy"`: the actor was tuned at its run's temperature; starting it at the
     preset's 0.1 widened the sampled actions on the robot (the car's practice stalled). An

@@ -283,6 +283,7 @@ def test_push_launch_files_load():
     assert ft.load == "agent" and cfg.env_kwargs["cube_reset"] == "keep_in_region"
     train = load_train_config("launch/sim_arm_push_hard.toml")
     assert train.env == PUSH and train.algo == "rlpd" and train.demos == "scripted:20"
+    assert train.steps == 50_000                  # 20k left sim success at 0.3-0.9 and the robot's at 0.3-0.5
     assert train.env_kwargs["perception"] == cfg.env_kwargs["perception"]
     assert train.agent["privileged"] == "none"                       # the critic goes to the robot too
     assert train.sim_params == ft.sim_params == "launch/hard_arm_sim_params.toml"
