@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from robolearn.env import PRIVILEGED_KEY
 from robolearn.policies import onednn
 from robolearn.policies.networks import (LOG_STD_MAX, LOG_STD_MIN, Actor, Dropout, EnsembleLayerNorm,
                                          EnsembleLinear, EnsembleMLP)
@@ -243,16 +242,8 @@ class ManualUpdate:
     @torch.no_grad()
     def run(self, inputs: dict, do_actor: bool) -> tuple[list[str], torch.Tensor]:
         ag, cfg = self.agent, self.agent.config
-        obs = ag._obs_to_torch(inputs["obs"], augment=True)
-        next_obs = ag._obs_to_torch(inputs["next_obs"], augment=True)
-        action = torch.as_tensor(inputs["action"])
-        reward = torch.as_tensor(inputs["reward"])
-        discount = torch.as_tensor(inputs["discount"])
+        obs, next_obs, action, reward, discount = ag.learn_inputs(inputs)
         alpha = ag.log_alpha.detach().exp()
-        if ag.obs_norm is not None:
-            ag.obs_norm.update(obs[ag.state_key])
-        if ag.priv_norm is not None:
-            ag.priv_norm.update(obs[PRIVILEGED_KEY])
         ag.critic.train()
         feat = ag._features(obs)
         next_feat = ag._features(next_obs)

@@ -275,20 +275,26 @@ class Agent:
                 "grad_clip, or check rewards/observations; resume from the last checkpoint")
         return out
 
-    def _learn(self, inputs: dict, do_actor: bool) -> tuple[list[str], torch.Tensor]:
-        """The update's tensor work (no host sync, no Python state that changes per call, so
-        CUDA graphs can capture it): returns metric names and one stacked metric tensor."""
-        cfg = self.config
+    def learn_inputs(self, inputs: dict) -> tuple:
+        """The update's tensors from a batch dict (obs and next obs augmented, on the device),
+        after the running normalisers took in this batch: the first step of both update paths
+        (`_learn` and `manual_update.ManualUpdate.run`)."""
         obs = self._obs_to_torch(inputs["obs"], augment=True)
         next_obs = self._obs_to_torch(inputs["next_obs"], augment=True)
-        action = torch.as_tensor(inputs["action"]).to(self.device, non_blocking=True)
-        reward = torch.as_tensor(inputs["reward"]).to(self.device, non_blocking=True)
-        discount = torch.as_tensor(inputs["discount"]).to(self.device, non_blocking=True)
-        alpha = self.log_alpha.detach().exp()
+        action, reward, discount = (torch.as_tensor(inputs[k]).to(self.device, non_blocking=True)
+                                    for k in ("action", "reward", "discount"))
         if self.obs_norm is not None:
             self.obs_norm.update(obs[self.state_key])
         if self.priv_norm is not None:
             self.priv_norm.update(obs[PRIVILEGED_KEY])
+        return obs, next_obs, action, reward, discount
+
+    def _learn(self, inputs: dict, do_actor: bool) -> tuple[list[str], torch.Tensor]:
+        """The update's tensor work (no host sync, no Python state that changes per call, so
+        CUDA graphs can capture it): returns metric names and one stacked metric tensor."""
+        cfg = self.config
+        obs, next_obs, action, reward, discount = self.learn_inputs(inputs)
+        alpha = self.log_alpha.detach().exp()
 
         # ---- critic (asymmetric: critic inputs may hold privileged entries the actor never sees)
         self.critic.train()
