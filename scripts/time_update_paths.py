@@ -7,14 +7,11 @@ action 6, batch 256, replay sampling included (docs/learners.md, "CPU: the hand-
 """
 import ast
 import sys
-import time
 
-import numpy as np
 import torch
 
 from robolearn.data.replay import ReplayBuffer
-from robolearn.policies.registry import make_agent
-from robolearn.policies.speed_harness import _fill_ours, _random_data, _spaces
+from robolearn.policies.speed_harness import _fill_ours, _interleaved, _our_runner, _random_data, _spaces
 
 
 def main() -> None:
@@ -24,21 +21,13 @@ def main() -> None:
     obs_space, act_space = _spaces(17, 6)
     buf = ReplayBuffer(obs_space, act_space, capacity=5000, seed=0)
     _fill_ours(buf, _random_data(3000, 17, 6, 0))
-    agents = {u: make_agent(algo, obs_space, act_space, seed=0, cpu_update=u, **options)
-              for u in ("autograd", "manual")}
-    clock = time.process_time if torch.get_num_threads() == 1 else time.perf_counter
-    times: dict[str, list[float]] = {k: [] for k in agents}
-    for _ in range(5):
-        for name, agent in agents.items():
-            for _ in range(3):
-                agent.update(buf.sample(256))
-            t0 = clock()
-            for _ in range(30):
-                agent.update(buf.sample(256))
-            times[name].append((clock() - t0) / 30)
-    rate = {k: 1 / float(np.median(v)) for k, v in times.items()}
+    runners = {u: _our_runner(algo, obs_space, act_space, buf, 256, "cpu", 0, cpu_update=u, **options)
+               for u in ("autograd", "manual")}
+    speed = _interleaved(runners, steps=150, warmup=3, rounds=5, sync=lambda: None)
+    clock = "cpu" if torch.get_num_threads() == 1 else "wall"
+    rate = {k: v[clock] for k, v in speed.items()}
     print(f"{algo} {options}: autograd {rate['autograd']:.1f}/s, manual {rate['manual']:.1f}/s, "
-          f"ratio {rate['manual'] / rate['autograd']:.2f}x")
+          f"ratio {rate['manual'] / rate['autograd']:.2f}x ({clock} clock)")
 
 
 if __name__ == "__main__":
