@@ -15,6 +15,7 @@ from robolearn.errors import ConfigError
 
 KINDS = ("classifier", "progress", "clip", "human", "cube_finder", "reach_distance")
 WHERE = ("env", "learner", "server")
+HIDDEN = ("missing", "last_seen")  # cube_finder: what a frame with the cube hidden gives (RewardConfig.hidden)
 
 
 @dataclass
@@ -39,6 +40,9 @@ class RewardConfig:
     camera: str | None = None           # clip: which camera (default: the first)
     require_grasp: bool = False         # arm: success also needs the gripper closed on something
                                         # (measured; rewards/grasp_check.py); where = "env" only
+    hidden: str = "missing"             # cube_finder: a frame where the arm hides the cube gives a
+                                        # MISSING reward ("missing", dropped by the learner) or the
+                                        # reward at the cube's last sighting this episode ("last_seen")
 
     def validate(self) -> "RewardConfig":
         if self.kind is None and self.model is None:
@@ -71,9 +75,14 @@ class RewardConfig:
             if self.where != "env":
                 raise ConfigError("[reward] kind='cube_finder' reads the task's goal and the arm's joints in the "
                                   "control loop: it needs where = \"env\"")
+            if self.hidden not in HIDDEN:
+                raise ConfigError(f"[reward] hidden={self.hidden!r}: choose one of {', '.join(HIDDEN)}")
             if self.require_grasp or self.threshold is not None:
                 raise ConfigError("[reward] kind='cube_finder' (push) has no classifier threshold and no grasp: "
                                   "remove threshold / require_grasp")
+        elif self.hidden != "missing":
+            raise ConfigError(f"[reward] hidden={self.hidden!r} is the cube finder's (kind = \"cube_finder\", "
+                              f"ArmPush): remove it")
         if self.require_grasp and self.where != "env":
             raise ConfigError("[reward] require_grasp reads the arm's gripper in the control loop: it needs "
                               "where = \"env\"")

@@ -252,20 +252,24 @@ def test_calibrate_reward_for_push_makes_the_cube_finder_reward(tmp_path):
     base = open(path).read()
     for i, (text, msg) in enumerate(((base.replace("calibrate_perception = true", "calibrate_perception = false"),
                                       "calibrate_perception = true"),
-                                     (base + '\n[reward]\nrequire_grasp = true\n', "remove threshold / require_grasp"),
-                                     (base + '\n[reward]\nmodel = "models/finder"\n', "may only set nothing"),
-                                     (base.replace("ArmPush", "ArmReach"), "ArmLift or ArmPush"))):
+                                     (base.replace('hidden = ', 'require_grasp = true\nhidden = '),
+                                      "remove threshold / require_grasp"),
+                                     (base.replace('hidden = ', 'model = "models/finder"\nhidden = '), "may only set hidden"),
+                                     (base.replace('hidden = "last_seen"', 'hidden = "zero"'), "hidden='zero'"),
+                                     (base.replace("ArmPush", "ArmReach").replace('hidden = "last_seen"', ''), "ArmLift or ArmPush"))):
         f = tmp_path / f"p{i}.toml"
         f.write_text(text)
         with pytest.raises(ConfigError, match=msg):
             load_launch(f)
     # what the camera calibration puts into [reward] (finetune_calibration.py), as the children read it
-    cfg.reward = {"kind": "cube_finder", "model": str(tmp_path / "perception_calibration" / "cube_finder"),
-                  "where": "env"}
+    assert cfg.reward == {"hidden": "last_seen"}
+    cfg.reward = {**cfg.reward, "kind": "cube_finder",
+                  "model": str(tmp_path / "perception_calibration" / "cube_finder"), "where": "env"}
     f = tmp_path / "finetune_launch.toml"
     f.write_text(dump_toml(children_config(cfg)))
     child = load_launch(f)
     assert child.reward["kind"] == "cube_finder" and not child.finetune.calibrate_reward
+    assert child.reward["hidden"] == "last_seen"
 
 
 def test_push_launch_files_load():
@@ -455,3 +459,62 @@ def test_robot_evaluation_counts_missing_rewards_instead_of_returning_nan():
     res = evaluate_on_robot(Abstaining, lambda o: np.zeros(2, np.float32), episodes=3, seed=0)
     assert res["return"] == -2.0 and res["reward_missing_steps"] == 6
     assert res["true_success_rate"] == 0.0 and res["env_steps"] == 12
+
+
+def test_hidden_last_seen_gives_a_hidden_frame_the_last_sightings_reward_never_a_success():
+    """`[reward] hidden = "last_seen"`: a frame where the arm hides the cube scores the cube at its
+    last whole sighting this episode (the policy's own estimate there) with the arm where it is now;
+    never a success; before any sighting, and after a reset, it stays MISSING. The default
+    ("missing") keeps every hidden frame MISSING."""
+    from types import SimpleNamespace
+
+    from robolearn.rewards.base import RewardModelError
+    from robolearn.rewards.push_camera import CubeFinderPushReward
+    from robolearn.tasks.arm import push_reward
+
+    goal = np.array([0.25, 0.05, CUBE_HALF])
+    task = SimpleNamespace(name="push", spec=SimpleNamespace(gripper_closed=0.0, gripper_open=1.6),
+                           measured_gripper=1.6, gripper_cmd=1.6, ee_pos=np.array([0.2, 0.0, 0.08]), goal=goal)
+    env = SimpleNamespace(task=task, backend=SimpleNamespace(cameras={"front": None}))
+    obs = {"front": np.zeros((84, 84, 3), np.uint8)}
+    finder = _FixedFinder()
+    filled, dropping = CubeFinderPushReward(finder, hidden="last_seen"), CubeFinderPushReward(finder)
+    for src in (filled, dropping):
+        src.bind(env)
+        src.reset()
+    finder.xy = None
+    assert math.isnan(filled(obs, {})[0])               # nothing seen yet this episode: no reward to give
+    at_goal = (goal[0] + 0.001, goal[1])
+    finder.xy = at_goal
+    assert filled(obs, {})[1] and dropping(obs, {})[1]  # seen at the goal: a success
+    finder.xy = None
+    task.ee_pos = np.array([0.3, 0.1, 0.1])             # the arm moved, the cube is hidden
+    r, s = filled(obs, {})
+    want = push_reward((at_goal[0], at_goal[1], CUBE_HALF), task.ee_pos, goal)[0]
+    assert r == pytest.approx(want, abs=1e-12) and not s and filled.filled == 1
+    assert want != pytest.approx(push_reward((at_goal[0], at_goal[1], CUBE_HALF), np.array([0.2, 0.0, 0.08]), goal)[0])
+    r, s = dropping(obs, {})
+    assert math.isnan(r) and not s and dropping.filled == 0
+    filled.reset()                                      # a new episode forgets the sighting
+    assert math.isnan(filled(obs, {})[0])
+    with pytest.raises(RewardModelError, match="hidden"):
+        CubeFinderPushReward(finder, hidden="zero")
+
+
+def test_the_hidden_option_is_checked_and_kept_through_the_sessions_calibration(tmp_path):
+    from types import SimpleNamespace
+
+    from robolearn.reward_config import reward_config
+    from robolearn.runtime.finetune_calibration import use_calibration
+
+    assert reward_config({"kind": "cube_finder", "model": "F", "hidden": "last_seen"}, "[reward]").hidden == "last_seen"
+    with pytest.raises(ConfigError, match="hidden='zero'"):
+        reward_config({"kind": "cube_finder", "model": "F", "hidden": "zero"}, "[reward]")
+    with pytest.raises(ConfigError, match="cube finder"):
+        reward_config({"kind": "classifier", "model": "F", "hidden": "last_seen"}, "[reward]")
+    out = tmp_path / "perception_calibration"
+    cfg = SimpleNamespace(env=PUSH, reward={"hidden": "last_seen"}, finetune=SimpleNamespace(calibrate_reward=True),
+                          env_kwargs={})
+    use_calibration(cfg, out, None)
+    assert cfg.reward == {"hidden": "last_seen", "kind": "cube_finder", "model": str(out / "cube_finder"),
+                          "where": "env"}

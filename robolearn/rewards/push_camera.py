@@ -15,6 +15,14 @@ it)
 gives a MISSING reward (NaN), never a made-up number: the env flags the step
 (`info["reward_missing"]`), the learner drops it, and the session report counts it
 (`reward_missing_steps`); such a step is never a success. `not_seen` and `in_hand` count them here.
+
+`hidden = "last_seen"` ([reward] table) gives a hidden frame the reward at the cube's last whole
+sighting in this episode instead (never a success; `filled` counts them). Why: dropped steps are
+where a push policy gets stuck with the arm in front of the cube (sessions 6-8: 18-36 % of the
+robot's transitions, most of them in failed episodes), so the critic never saw those states
+score badly and fine-tuning could not learn to leave them. The last sighting is what the policy
+itself is shown there (policies/finder_estimate.py), and a cube the arm rests against has not moved.
+A cube held in the gripper stays MISSING either way (it is off the table).
 """
 from __future__ import annotations
 
@@ -57,8 +65,14 @@ class CubeFinderPushReward:
     """`(reward, success)` of ArmPush from one frame of the finder's camera (`bind(env)` first:
     the env's task gives the goal and the measured grasp point, its backend the camera)."""
 
-    def __init__(self, finder, whole_share: float = WHOLE_SHARE, success_margin: float | None = None):
+    def __init__(self, finder, whole_share: float = WHOLE_SHARE, success_margin: float | None = None,
+                 hidden: str = "missing"):
         from robolearn.policies.cube_finder import CubeFinder
+        from robolearn.reward_config import HIDDEN
+
+        if hidden not in HIDDEN:
+            raise RewardModelError(f"hidden={hidden!r}: choose one of {', '.join(HIDDEN)}")
+        self.hidden = hidden
 
         if isinstance(finder, (str, Path)):
             finder = CubeFinder.load(finder)
@@ -73,8 +87,10 @@ class CubeFinderPushReward:
         self.env = None
         self.not_seen = 0
         self.in_hand = 0
+        self.filled = 0      # hidden frames given the last sighting's reward (hidden = "last_seen")
         self.calls = 0
         self.last_xy: np.ndarray | None = None
+        self._sighting: np.ndarray | None = None   # the last whole sighting this episode
         self._hold = GripperHold()
 
     def bind(self, env) -> None:
@@ -91,6 +107,7 @@ class CubeFinderPushReward:
 
     def reset(self) -> None:
         self.last_xy = None
+        self._sighting = None
         self._hold.reset()
 
     def _holds(self, task) -> bool:
@@ -112,7 +129,7 @@ class CubeFinderPushReward:
         task = self.env.task
         if self._holds(task):   # the cube in the hand is off the table: the homography cannot place it
             self.in_hand += 1
-            self.last_xy = None
+            self.last_xy = self._sighting = None
             return MISSING, False
         cam = self.finder.camera
         image = camera_images(obs, [cam], tuple(self.finder.image_shape), self.env)[cam]
@@ -121,11 +138,15 @@ class CubeFinderPushReward:
         except CubeNotSeenError:
             self.not_seen += 1
             self.last_xy = None
+            if self.hidden == "last_seen" and self._sighting is not None:
+                self.filled += 1
+                reward, _, _ = push_reward((self._sighting[0], self._sighting[1], CUBE_HALF), task.ee_pos, task.goal)
+                return reward, False
             if self.not_seen in (1, 10, 100, 1000, 10000):
                 log.warning("push reward: the cube finder saw no cube in %d of %d frames so far "
                             "(reward missing on those steps)", self.not_seen, self.calls)
             return MISSING, False
-        self.last_xy = xy
+        self.last_xy = self._sighting = xy
         reward, success, d_goal = push_reward((xy[0], xy[1], CUBE_HALF), task.ee_pos, task.goal)
         if self.success_margin:
             success = d_goal < PUSH_RADIUS - self.success_margin

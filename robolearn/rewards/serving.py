@@ -54,7 +54,7 @@ def _build_model(cfg: RewardConfig):
     if kind == "cube_finder":   # ArmPush: the task's reward at the camera's cube position
         from robolearn.rewards.push_camera import CubeFinderPushReward
 
-        return CubeFinderPushReward(cfg.model)
+        return CubeFinderPushReward(cfg.model, hidden=cfg.hidden)
     versioned = bool(cfg.model) and is_versioned(cfg.model)  # retrained in the session: follow CURRENT
     if kind is None:
         from robolearn.rewards.checkpoint import read_meta

@@ -97,7 +97,7 @@ class ClusterConfig:
 WARM_STARTS = ("wsrl", "rlpd", "none")
 # [reward] keys a launch file may set beside calibrate_reward (which makes the classifier itself)
 CALIBRATED_REWARD_OPTIONS = frozenset({"require_grasp", "threshold", "device"})
-CALIBRATED_PUSH_REWARD_OPTIONS = frozenset()   # ArmPush: the cube finder's reward has no options
+CALIBRATED_PUSH_REWARD_OPTIONS = frozenset({"hidden"})   # ArmPush: the cube finder reward's one option
 CALIBRATED_REWARD_ENVS = ("ArmLift", "ArmPush")
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 

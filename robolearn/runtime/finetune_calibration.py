@@ -129,7 +129,8 @@ def use_calibration(cfg, out: Path, perception) -> dict:
     report = {}
     finder = str(Path(out) / "cube_finder")
     if cfg.finetune.calibrate_reward and "ArmPush" in cfg.env:
-        cfg.reward = {"kind": "cube_finder", "model": finder, "where": "env"}
+        # the launch file's other [reward] options (hidden) stay
+        cfg.reward = {**cfg.reward, "kind": "cube_finder", "model": finder, "where": "env"}
         report["push_reward"] = {"kind": "cube_finder", "model": finder}
     elif cfg.finetune.calibrate_reward:
         # the launch file's other [reward] options (require_grasp, threshold) stay
