@@ -34,7 +34,11 @@ BUFFERS = ("replay", "prior")  # what a run's checkpoint holds: online replay, p
 
 
 def reward_definition(env_id: str, reward: dict | None, env_kwargs: dict | None) -> dict:
-    """What a stored reward means: the env's own reward, or the reward model it was given."""
+    """What a stored reward means: the env's own reward, or the reward model it was given.
+    ArmPush's `[reward] kind = "cube_finder"` is the env's own reward function at the camera's
+    cube position (robolearn/rewards/push_camera.py), so a sim run's stored rewards mean the same."""
+    if (reward or {}).get("kind") == "cube_finder":
+        reward = None
     source = (env_kwargs or {}).get("reward_source")
     return {"env": env_id, "reward": dict(reward or {}),
             "reward_source": source if isinstance(source, (str, dict)) else None}

@@ -352,3 +352,57 @@ def test_a_restarted_learner_keeps_the_session_step_count_and_owes_its_updates(t
         assert again.save_checkpoint().name == "step_000000310"
     finally:
         again.env.close()
+
+
+def test_pretraining_replay_gives_the_pretraining_runs_data_a_share_beside_the_rlpd_prior(tmp_path, pretrained):
+    """`[finetune] pretraining_replay = true`: the pretrained run's own replay joins the session as
+    earlier data, a buffer of its own with 0.25 of every batch beside the rlpd prior's 0.5 (no BC
+    on it: it holds the pretraining's exploration). Without it a push session's updates took the
+    pretrained actor from 0.95 to 0.6-0.75 in the sim twin, even on sim data
+    (docs/bench/finetune/README.md, "Push sessions 9-"). With warm_start other than rlpd it is an error."""
+    from robolearn.data.replay import MixedSampler
+    from robolearn.errors import ConfigError
+    from robolearn.policies.checkpoints import find_checkpoint
+    from robolearn.runtime.config import load_launch
+    from robolearn.runtime.learner import Learner
+
+    stored = json.loads((find_checkpoint(pretrained) / "replay" / "meta.json").read_text())["count"]
+    for keep in (True, False):
+        cfg = load_launch(_launch(tmp_path, pretrained, warm_start="rlpd", prior_data="sim:2",
+                                  pretraining_replay=keep))
+        learner = Learner(cfg, run_dir=tmp_path / f"session_{keep}")
+        try:
+            assert isinstance(learner.sampler, MixedSampler) and learner.sampler.prior is learner.prior
+            learner.replay.add(*_one_transition(learner.env))
+            if keep:
+                assert len(learner.earlier) == stored and learner.sampler.earlier is learner.earlier
+                assert learner.finetune_info["earlier_transitions"] == stored
+                assert learner.sampler.rows(256) == (64, 128, 64)
+                batch = learner.sampler.sample(256)
+                assert int(batch.prior.sum()) == 128   # the BC rows: the rlpd prior's only
+            else:
+                assert learner.earlier is None and "earlier_transitions" not in learner.finetune_info
+                assert learner.sampler.rows(256) == (128, 128, 0)
+        finally:
+            learner.env.close()
+    with pytest.raises(ConfigError, match="pretraining_replay"):
+        load_launch(_launch(tmp_path, pretrained, warm_start="wsrl", pretraining_replay=True))
+
+
+def _one_transition(env):
+    obs, _ = env.reset(seed=0)
+    a = env.action_space.sample()
+    nxt, r, term, trunc, _ = env.step(a)
+    return obs, a, float(r), nxt, bool(term), bool(trunc)
+
+
+def test_the_push_camera_reward_means_the_sim_tasks_stored_reward():
+    """A sim run's stored ArmPush rewards are the task's function at the true cube; the robot's
+    `kind = "cube_finder"` reward is the same function at the camera's cube: prior runs load
+    unrelabelled. Another reward model (a classifier) still does not match."""
+    from robolearn.policies.prior_runs import reward_definition
+
+    sim = reward_definition("robolearn/ArmPush-v0", {}, {})
+    assert reward_definition("robolearn/ArmPush-v0", {"kind": "cube_finder", "model": "F", "where": "env",
+                                                      "hidden": "last_seen"}, {}) == sim
+    assert reward_definition("robolearn/ArmPush-v0", {"kind": "classifier", "model": "F"}, {}) != sim

@@ -112,6 +112,9 @@ class FinetuneConfig:
     warm_start: str = "wsrl"         # wsrl | rlpd | none (see docs/finetune.md)
     warmup_episodes: int = 5         # WSRL: pretrained-policy episodes before the first update
     prior_data: str = ""             # RLPD: sim:N (pretrained policy in the sim twin), DIR, .npz, scripted:N
+    pretraining_replay: bool = False  # RLPD: also sample the pretraining run's own replay (its 50k sim
+                                     # transitions, 0.25 of every batch, no BC on them): the critic
+                                     # keeps the broad data it was fitted on (docs/finetune.md)
     zero_shot_episodes: int = 10     # deterministic episodes of the pretrained policy, before
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     record: bool = True              # every actor episode to RUN/episodes (crash-safe)
@@ -245,6 +248,11 @@ class LaunchConfig:
             if ft.warm_start not in WARM_STARTS:
                 raise ConfigError(f"finetune.warm_start={ft.warm_start!r}: choose one of "
                                   f"{', '.join(WARM_STARTS)}")
+            if not isinstance(ft.pretraining_replay, bool):
+                raise ConfigError(f"finetune.pretraining_replay={ft.pretraining_replay!r}: true or false")
+            if ft.pretraining_replay and ft.warm_start != "rlpd":
+                raise ConfigError("finetune.pretraining_replay samples the pretraining run's replay beside the "
+                                  "rlpd prior data: it needs warm_start = \"rlpd\"")
             if ft.load not in LOADS:
                 raise ConfigError(f"finetune.load={ft.load!r}: choose one of {', '.join(LOADS)}")
             for name in ("warmup_episodes", "zero_shot_episodes", "final_episodes"):

@@ -35,6 +35,10 @@ from robolearn.errors import ConfigError, DatasetError
 log = logging.getLogger("robolearn.runtime.finetune")
 
 REPUBLISH_S = 1.0
+#: warm_start = "rlpd": the prior buffer's share of every batch (sim rollouts, robot demos,
+#: interventions), RLPD's symmetric sampling; `[replay] prior_runs` (e.g. the pretraining run's
+#: replay) then take 0.25 more from the online half (policies/replay_setup.py, `batch_shares`)
+SESSION_PRIOR_FRACTION = 0.5
 
 
 def pretrained_state(checkpoint: str | Path) -> tuple[Path, dict]:
@@ -193,7 +197,9 @@ def prepare_learner(learner) -> dict:
         n_demos = len(demos["action"]) if demos is not None else 0
         learner.prior, learner.sampler = add_prior(
             learner.replay, learner.env.observation_space, learner.env.action_space, learner.agent.config,
-            prior, len(prior["action"]) + n_demos + learner.replay.capacity, cfg.seed + 1, prior_fraction=0.5)
+            prior, len(prior["action"]) + n_demos + learner.replay.capacity, cfg.seed + 1,
+            prior_fraction=SESSION_PRIOR_FRACTION,
+            earlier=learner.earlier, earlier_fraction=learner.earlier_fraction)
         from robolearn.data.replay import transitions_to_buffer
 
         if demos is not None:
@@ -205,6 +211,9 @@ def prepare_learner(learner) -> dict:
         learner.learning_starts = 0
         done["prior_transitions"] = int(len(prior["action"])) + n_demos
         done["prior_data"] = ft.prior_data
+        if learner.earlier is not None:   # [replay] prior_runs: e.g. the pretraining run's replay
+            done["earlier_transitions"] = len(learner.earlier)
+            done["earlier_fraction"] = learner.earlier_fraction
     else:
         learner.learning_starts = 0
     learner.republish_s = REPUBLISH_S

@@ -100,7 +100,12 @@ class Learner:
         except Exception:
             self.env.close()
             raise
-        demos_in_prior = bool(demos is not None and prior_fraction)
+        # a fine-tuning session's rlpd warm start fills the prior buffer itself (prepare_learner:
+        # sim rollouts, robot demos, interventions): earlier runs then get a buffer of their own
+        session_prior = cfg.finetune is not None and cfg.finetune.warm_start == "rlpd"
+        demos_in_prior = bool(demos is not None and prior_fraction) or session_prior
+        if session_prior:
+            from robolearn.runtime.finetune import SESSION_PRIOR_FRACTION as prior_fraction
         # RaE, as `train` does it (policies/trainer_setup.py): earlier runs fill the prior buffer,
         # or beside rlpd's demos get a buffer and a share of their own
         prior_fraction, earlier_fraction = batch_shares(
@@ -111,6 +116,7 @@ class Learner:
             self.env.observation_space, self.env.action_space, ac, cap, cfg.seed, demos=demos,
             prior_capacity=prior_capacity, prior_fraction=prior_fraction, prior_data=prior_data,
             demos_in_prior=demos_in_prior, earlier_fraction=earlier_fraction)
+        self.earlier_fraction = earlier_fraction
         from robolearn.rewards.serving import learner_labeler
 
         # [reward] where = "learner": label transitions here, as they arrive, before replay
@@ -166,7 +172,9 @@ class Learner:
         from robolearn.policies.prior_runs import load_prior_runs
         from robolearn.policies.train_config import replay_options
 
-        runs = replay_options(cfg.replay)[0] if cfg.replay else []
+        runs = list(replay_options(cfg.replay)[0]) if cfg.replay else []
+        if cfg.finetune is not None and cfg.finetune.pretraining_replay:  # the pretrained run's own data
+            runs = [str(cfg.finetune.checkpoint), *runs]
         if not runs:
             return [], []
         data, report = load_prior_runs(runs, self.env, cfg.env, cfg.obs, cfg.reward, cfg.env_kwargs,
