@@ -1,0 +1,135 @@
+"""Does a fine-tuning recipe's update, by itself, damage the pretrained actor? Checked in the sim twin.
+
+A robot session's final evaluation mixes three things: the update recipe, the robot's data and
+20 noisy episodes. This script takes the update alone: it loads the pretrained agent as a session
+does (`load = "agent"`), replays a finished session's robot transitions (its last checkpoint's
+replay) through the session's update with the rlpd prior (20 sampled sim episodes of the
+pretrained policy, BC rows) and, with `--earlier F`, the pretraining run's own replay at share F,
+and evaluates the deterministic actor in the launch file's sim twin every `--every` updates.
+`--sim-online N` replaces the robot's data by N sampled sim episodes (no reality gap at all).
+
+Usage (docs/bench/finetune/README.md, "Push sessions 9-10"):
+  python scripts/finetune_replay_check.py runs/push-camera-9 [--earlier 0.25] [--set actor_lr=1e-4]
+  python scripts/finetune_replay_check.py --eval-only runs/push-hard-50k runs/push-camera-9
+Offline and one-sided (the robot data stay those the session's own policy collected), so it
+ranks recipes; it does not replace a session.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import robolearn  # noqa: F401  (registers the envs)
+from robolearn.data.replay import MixedSampler, transitions_to_buffer
+from robolearn.policies.checkpoints import find_checkpoint, read_json_file
+from robolearn.policies.demos import collect_rollouts
+from robolearn.policies.registry import make_agent
+from robolearn.policies.replay_setup import make_buffer
+from robolearn.runtime.config import load_launch
+from robolearn.runtime.finetune import SESSION_PRIOR_FRACTION, load_pretrained, make_sim_twin
+
+
+def success_rate(env, act, episodes: int, seed: int = 1000) -> float:
+    """Deterministic episodes in the sim twin (fixed seeds: every recipe meets the same starts)."""
+    ok = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        hit = False
+        while True:
+            obs, _, term, trunc, info = env.step(act(obs))
+            hit = hit or bool(info.get("success"))
+            if term or trunc:
+                break
+        ok.append(hit)
+    return float(np.mean(ok))
+
+
+def policy_of(checkpoint: str, env):
+    ckpt = find_checkpoint(checkpoint)
+    state = read_json_file(ckpt / "trainer.json")
+    from safetensors.torch import load_file
+
+    agent = make_agent(state["train"]["algo"], env.observation_space, env.action_space, seed=0,
+                       **{**state["agent_overrides"], "device": "cpu"})
+    agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
+    return agent
+
+
+def replay_check(args, env) -> list[tuple[int, float]]:
+    ckpt = find_checkpoint(args.session)
+    state = read_json_file(ckpt / "trainer.json")
+    options = {**state["agent_overrides"], **args.set, "device": "cpu"}
+    agent = make_agent(state["train"]["algo"], env.observation_space, env.action_space, seed=args.seed, **options)
+    load_pretrained(agent, args.pretrained, "agent")
+    capacity = read_json_file(ckpt / "replay" / "meta.json")["capacity"]
+    online = make_buffer(env.observation_space, env.action_space, agent.config, capacity, args.seed)
+    if args.sim_online:
+        transitions_to_buffer(collect_rollouts(env, lambda o: agent.act(o, deterministic=False),
+                                               args.sim_online, seed=777), online)
+    else:
+        online.load(ckpt / "replay")
+    prior = make_buffer(env.observation_space, env.action_space, agent.config, 100_000, args.seed + 1)
+    transitions_to_buffer(collect_rollouts(env, lambda o: agent.act(o, deterministic=False), 20,
+                                           seed=args.seed), prior)
+    earlier = None
+    if args.earlier:
+        pre = find_checkpoint(args.pretrained) / "replay"
+        earlier = make_buffer(env.observation_space, env.action_space, agent.config,
+                              read_json_file(pre / "meta.json")["capacity"], args.seed + 2)
+        earlier.load(pre)
+    sampler = MixedSampler(online, prior, SESSION_PRIOR_FRACTION, earlier, args.earlier)
+    print(f"online {len(online)}  prior {len(prior)}  earlier {len(earlier) if earlier else 0}  options {args.set}",
+          flush=True)
+    act = lambda o: agent.act(o, deterministic=True)  # noqa: E731
+    curve = [(0, success_rate(env, act, args.eval))]
+    t0 = time.monotonic()
+    for u in range(1, args.updates + 1):
+        agent.update(sampler.sample(agent.config.batch_size))
+        if u % args.every == 0:
+            curve.append((u, success_rate(env, act, args.eval)))
+            print(f"update {u}: sim success {curve[-1][1]:.3f} ({time.monotonic() - t0:.0f} s)", flush=True)
+    return curve
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("session", nargs="?", help="a finished session's run folder (its last checkpoint's replay)")
+    p.add_argument("--launch", default="launch/finetune_arm_push_real.toml", help="its launch file (the sim twin)")
+    p.add_argument("--pretrained", default="runs/push-hard-50k", help="the pretrained run the session loaded")
+    p.add_argument("--earlier", type=float, default=0.0, help="the pretraining replay's share of every batch")
+    p.add_argument("--sim-online", type=int, default=0, help="N sampled sim episodes instead of the robot's data")
+    p.add_argument("--set", action="append", default=[], help="agent option KEY=VALUE (repeatable)")
+    p.add_argument("--updates", type=int, default=6000)
+    p.add_argument("--every", type=int, default=1500)
+    p.add_argument("--eval", type=int, default=40, help="sim episodes per evaluation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-only", nargs="+", metavar="RUN", help="only evaluate these checkpoints in the sim twin")
+    args = p.parse_args()
+    args.set = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
+    torch.set_num_threads(1)
+    env = make_sim_twin(load_launch(args.launch))
+    try:
+        if args.eval_only:
+            for run in args.eval_only:
+                agent = policy_of(run, env)
+                for det in (True, False):
+                    rate = success_rate(env, lambda o: agent.act(o, deterministic=det), args.eval)
+                    print(f"{run}: {'deterministic' if det else 'sampled'} sim success {rate:.3f}")
+            return
+        if not args.session:
+            p.error("name a session run folder, or --eval-only RUN ...")
+        curve = replay_check(args, env)
+        print(json.dumps({"session": args.session, "earlier": args.earlier, "sim_online": args.sim_online,
+                          "set": args.set, "curve": curve}))
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
