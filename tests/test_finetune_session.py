@@ -406,3 +406,22 @@ def test_the_push_camera_reward_means_the_sim_tasks_stored_reward():
     assert reward_definition("robolearn/ArmPush-v0", {"kind": "cube_finder", "model": "F", "where": "env",
                                                       "hidden": "last_seen"}, {}) == sim
     assert reward_definition("robolearn/ArmPush-v0", {"kind": "classifier", "model": "F"}, {}) != sim
+
+
+def test_eval_actions_sampled_acts_as_in_training_in_both_evaluations(tmp_path, pretrained):
+    """`[finetune] eval_actions = "sampled"`: the zero-shot and the final evaluation draw actions
+    as the training episodes do (the fine-tuned push actor's mean dithers where its samples
+    succeed, docs/bench/finetune/README.md "Push sessions 9-11"); "mean" (the default) repeats
+    exactly; the report says which."""
+    from robolearn.errors import ConfigError
+    from robolearn.runtime import finetune as F
+    from robolearn.runtime.config import load_launch
+
+    mean_cfg = load_launch(_launch(tmp_path, pretrained))
+    sampled_cfg = load_launch(_launch(tmp_path, pretrained, eval_actions="sampled"))
+    first, again = (F.evaluate_checkpoint(mean_cfg, pretrained, 2) for _ in range(2))
+    sampled = F.evaluate_checkpoint(sampled_cfg, pretrained, 2)
+    assert first["actions"] == "mean" and sampled["actions"] == "sampled"
+    assert first["return"] == again["return"] and sampled["return"] != first["return"]
+    with pytest.raises(ConfigError, match="eval_actions"):
+        load_launch(_launch(tmp_path, pretrained, eval_actions="greedy"))

@@ -99,6 +99,7 @@ WARM_STARTS = ("wsrl", "rlpd", "none")
 CALIBRATED_REWARD_OPTIONS = frozenset({"require_grasp", "threshold", "device"})
 CALIBRATED_PUSH_REWARD_OPTIONS = frozenset({"hidden"})   # ArmPush: the cube finder reward's one option
 CALIBRATED_REWARD_ENVS = ("ArmLift", "ArmPush")
+EVAL_ACTIONS = ("mean", "sampled")  # finetune.eval_actions
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
 
@@ -117,6 +118,8 @@ class FinetuneConfig:
                                      # keeps the broad data it was fitted on (docs/finetune.md)
     zero_shot_episodes: int = 10     # deterministic episodes of the pretrained policy, before
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
+    eval_actions: str = "mean"       # zero-shot and final: the policy's mean action ("mean", SAC's usual
+                                     # evaluation) or actions sampled as in training ("sampled")
     record: bool = True              # every actor episode to RUN/episodes (crash-safe)
     reality: str = ""                # start an emulator with this reality file (tests, benches)
     calibrate_arm: bool = False      # stop calibration (robolearn calibrate-arm) on the robot first;
@@ -248,6 +251,8 @@ class LaunchConfig:
             if ft.warm_start not in WARM_STARTS:
                 raise ConfigError(f"finetune.warm_start={ft.warm_start!r}: choose one of "
                                   f"{', '.join(WARM_STARTS)}")
+            if ft.eval_actions not in EVAL_ACTIONS:
+                raise ConfigError(f"finetune.eval_actions={ft.eval_actions!r}: choose one of {', '.join(EVAL_ACTIONS)}")
             if not isinstance(ft.pretraining_replay, bool):
                 raise ConfigError(f"finetune.pretraining_replay={ft.pretraining_replay!r}: true or false")
             if ft.pretraining_replay and ft.warm_start != "rlpd":

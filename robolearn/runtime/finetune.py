@@ -15,8 +15,9 @@ driven by the `[finetune]` table of the launch file:
   and records every episode (`data/recording.py`);
 - the learner re-publishes its weights while it is not updating (warm-up, a restart) so an
   actor that (re)connects gets them within a second.
-Evaluation happens on the robot, not in the learner: deterministic episodes of the pretrained
-policy before the session and of the fine-tuned one after it (`evaluate_on_robot`).
+Evaluation happens on the robot, not in the learner: episodes of the pretrained policy before
+the session and of the fine-tuned one after it (`evaluate_on_robot`), with the policy's mean
+action, or sampled actions with `[finetune] eval_actions = "sampled"` (both evaluations alike).
 The calibration steps on the robot are in `finetune_calibration.py`, the session report in
 `finetune_report.py`.
 """
@@ -257,7 +258,7 @@ def load_robot_demos(learner) -> dict:
 
 # ------------------------------------------------------------------------- on the robot
 def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
-    """Deterministic episodes on the robot env: the env's success and, where the backend has an
+    """Episodes of `act` on the robot env: the env's success and, where the backend has an
     oracle (`info["true_success"]`: a simulator or an emulator), the true success. A step whose
     reward is missing (NaN: e.g. the camera did not see the cube) is counted, not summed: one such
     step made the whole mean return NaN."""
@@ -501,7 +502,8 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
 
 
 def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
-    """Deterministic episodes of a checkpoint's policy on the robot env."""
+    """Episodes of a checkpoint's policy on the robot env: mean actions, or sampled ones
+    (`finetune.eval_actions`)."""
     from safetensors.torch import load_file
 
     from robolearn.policies.registry import make_agent
@@ -518,12 +520,14 @@ def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
         agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
     except OSError as exc:
         raise DatasetError(f"checkpoint {ckpt} is incomplete or corrupt: {exc}") from None
+    mean = cfg.finetune.eval_actions == "mean"   # the zero-shot and the final act alike
+    act = lambda o: agent.act(o, deterministic=mean)  # noqa: E731
     if "CarLap" in cfg.env:  # laps, lap times and collisions per lap (runtime/finetune_car.py)
         from robolearn.runtime.finetune_car import evaluate_car
 
-        res = evaluate_car(cfg, lambda o: agent.act(o, deterministic=True), episodes, seed=cfg.seed + 7_000)
+        res = evaluate_car(cfg, act, episodes, seed=cfg.seed + 7_000)
     else:
-        res = evaluate_on_robot(lambda: make_robot_env(cfg), lambda o: agent.act(o, deterministic=True),
-                                episodes, seed=cfg.seed + 7_000)
+        res = evaluate_on_robot(lambda: make_robot_env(cfg), act, episodes, seed=cfg.seed + 7_000)
     res["checkpoint"] = str(ckpt)
+    res["actions"] = cfg.finetune.eval_actions
     return res
