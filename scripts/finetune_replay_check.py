@@ -8,7 +8,7 @@ pretrained policy, BC rows) and, with `--earlier F`, the pretraining run's own r
 and evaluates the deterministic actor in the launch file's sim twin every `--every` updates.
 `--sim-online N` replaces the robot's data by N sampled sim episodes (no reality gap at all).
 
-Usage (docs/bench/finetune/README.md, "Push sessions 9-10"):
+Usage (docs/bench/finetune/README.md, "Push sessions 9-12"):
   python scripts/finetune_replay_check.py runs/push-camera-9 [--earlier 0.25] [--set actor_lr=1e-4]
   python scripts/finetune_replay_check.py --eval-only runs/push-hard-50k runs/push-camera-9
 Offline and one-sided (the robot data stay those the session's own policy collected), so it

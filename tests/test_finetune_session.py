@@ -359,7 +359,7 @@ def test_pretraining_replay_gives_the_pretraining_runs_data_a_share_beside_the_r
     earlier data, a buffer of its own with 0.25 of every batch beside the rlpd prior's 0.5 (no BC
     on it: it holds the pretraining's exploration). Without it a push session's updates took the
     pretrained actor from 0.95 to 0.6-0.75 in the sim twin, even on sim data
-    (docs/bench/finetune/README.md, "Push sessions 9-"). With warm_start other than rlpd it is an error."""
+    (docs/bench/finetune/README.md, "Push sessions 9-12"). With warm_start other than rlpd it is an error."""
     from robolearn.data.replay import MixedSampler
     from robolearn.errors import ConfigError
     from robolearn.policies.checkpoints import find_checkpoint
@@ -411,7 +411,7 @@ def test_the_push_camera_reward_means_the_sim_tasks_stored_reward():
 def test_eval_actions_sampled_acts_as_in_training_in_both_evaluations(tmp_path, pretrained):
     """`[finetune] eval_actions = "sampled"`: the zero-shot and the final evaluation draw actions
     as the training episodes do (the fine-tuned push actor's mean dithers where its samples
-    succeed, docs/bench/finetune/README.md "Push sessions 9-11"); "mean" (the default) repeats
+    succeed, docs/bench/finetune/README.md "Push sessions 9-12"); "mean" (the default) repeats
     exactly; the report says which."""
     from robolearn.errors import ConfigError
     from robolearn.runtime import finetune as F
