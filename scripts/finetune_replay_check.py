@@ -9,8 +9,9 @@ and evaluates the deterministic actor in the launch file's sim twin every `--eve
 `--sim-online N` replaces the robot's data by N sampled sim episodes (no reality gap at all).
 
 Usage (docs/bench/finetune/README.md, "Push sessions 9-12"):
-  python scripts/finetune_replay_check.py runs/push-camera-9 [--earlier 0.25] [--set actor_lr=1e-4]
-  python scripts/finetune_replay_check.py --eval-only runs/push-hard-50k runs/push-camera-9
+  python scripts/finetune_replay_check.py runs/finetune-push-hard [--earlier 0.25] [--set actor_lr=1e-4]
+  python scripts/finetune_replay_check.py --eval-only runs/push-hard runs/finetune-push-hard
+(the measured runs here were `--pretrained runs/push-hard-50k` with sessions runs/push-camera-N)
 Offline and one-sided (the robot data stay those the session's own policy collected), so it
 ranks recipes; it does not replace a session.
 """
@@ -101,7 +102,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("session", nargs="?", help="a finished session's run folder (its last checkpoint's replay)")
     p.add_argument("--launch", default="launch/finetune_arm_push_real.toml", help="its launch file (the sim twin)")
-    p.add_argument("--pretrained", default="runs/push-hard-50k", help="the pretrained run the session loaded")
+    p.add_argument("--pretrained", default="runs/push-hard",
+                   help="the pretrained run the session loaded (the README's `robolearn train launch/sim_arm_push_hard.toml` run)")
     p.add_argument("--earlier", type=float, default=0.0, help="the pretraining replay's share of every batch")
     p.add_argument("--sim-online", type=int, default=0, help="N sampled sim episodes instead of the robot's data")
     p.add_argument("--set", action="append", default=[], help="agent option KEY=VALUE (repeatable)")

@@ -104,8 +104,10 @@ class Learner:
         # sim rollouts, robot demos, interventions): earlier runs then get a buffer of their own
         session_prior = cfg.finetune is not None and cfg.finetune.warm_start == "rlpd"
         demos_in_prior = bool(demos is not None and prior_fraction) or session_prior
-        if session_prior:
-            from robolearn.runtime.finetune import SESSION_PRIOR_FRACTION as prior_fraction
+        if session_prior:  # the share prepare_learner gives the session's prior buffer
+            from robolearn.runtime.finetune import SESSION_PRIOR_FRACTION
+
+            prior_fraction = SESSION_PRIOR_FRACTION
         # RaE, as `train` does it (policies/trainer_setup.py): earlier runs fill the prior buffer,
         # or beside rlpd's demos get a buffer and a share of their own
         prior_fraction, earlier_fraction = batch_shares(
