@@ -67,6 +67,8 @@ class TrainConfig:
     resets: str = "env"                 # env: the env's own | learned: forward/backward agents | practice
     reward: dict = field(default_factory=dict)  # [reward] table: a learned reward (robolearn.rewards)
     replay: dict = field(default_factory=dict)  # [replay] table: prior_runs, prior_fraction (RaE)
+    init_from: str | None = None        # a run folder: start from its last checkpoint's agent and replay,
+                                        # counters at zero (policies/trainer_state.py init_trainer_from)
 
     def run_dir(self) -> Path:
         if self.out:
@@ -97,6 +99,8 @@ class TrainConfig:
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name} must be a table of key = value pairs")
         replay_options(self.replay)
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise ConfigError(f"init_from={self.init_from!r}: give a run folder, e.g. init_from = \"runs/push-hard\"")
         return self
 
     @property

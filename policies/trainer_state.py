@@ -56,6 +56,39 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
                              **trainer.hooks.checkpoint_buffers(trainer)}, state, extra_files)
 
 
+def init_state(run: str | Path) -> tuple[Path, dict]:
+    """(last checkpoint, its trainer.json) of the run a new run starts from (`init_from`)."""
+    from robolearn.policies.checkpoints import find_checkpoint, read_json_file
+
+    ckpt = find_checkpoint(run)
+    return ckpt, read_json_file(ckpt / "trainer.json")
+
+
+def init_trainer_from(trainer, run: str | Path) -> dict:
+    """Start a freshly built `Trainer` from another run's last checkpoint: its agent (weights,
+    optimisers, temperature) and its replay, with this run's counters at zero (the prior buffer is
+    this run's own `demos`).
+
+    Why: continuing a finished training under changed options (a `[reality_gap]` table, another
+    reward) is a new run, not a resume: its config, budget and folder are its own, but the
+    policy and the data it learned from carry over (a resume refuses a changed config)."""
+    ckpt, state = init_state(run)
+    saved, now = state.get("perception_sha256"), perception_digest(trainer.env)
+    if "perception_sha256" in state and saved != now:
+        raise ConfigError(f"init_from {run}: its replay holds the features of another perception model "
+                          f"(sha256 {str(saved)[:12]}, this run's {str(now)[:12]}); use the same "
+                          "env_kwargs perception folder")
+    trainer.agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
+    trainer.agent.num_updates = 0      # this run's update count (UTD pacing, actor delays) starts here
+    try:
+        trainer.replay.load(ckpt / "replay")
+    except DatasetError as exc:
+        raise DatasetError(f"init_from {run}: {exc} (give this run its buffer_size, "
+                           f"{state.get('replay_capacity')})") from None
+    return {"run": str(run), "checkpoint": str(ckpt), "env_steps": int(state["env_steps"]),
+            "replay": len(trainer.replay), "prior": len(trainer.prior) if trainer.prior is not None else 0}
+
+
 def restore_trainer(trainer, ckpt: Path, state: dict) -> None:
     """Load a checkpoint into a `Trainer` built with the checkpoint's config, and start the
     episode the uninterrupted run would have started."""

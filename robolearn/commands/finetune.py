@@ -162,6 +162,7 @@ def _session(args, cfg, run_dir) -> int:
     (run_dir / "logs").mkdir(exist_ok=True)
 
     emulator = None
+    budget = F.RobotBudget(ft.robot_minutes, ft.final_episodes)   # robot time counts from here
     try:
         if ft.reality:
             emulator = F.start_emulator(cfg, run_dir / "logs" / "emulator.log")
@@ -233,6 +234,7 @@ def _session(args, cfg, run_dir) -> int:
             print(f"zero-shot: {ft.zero_shot_episodes} episodes of the pretrained policy on the robot",
                   flush=True)
             report_extra["zero_shot"] = F.evaluate_checkpoint(cfg, ft.checkpoint, ft.zero_shot_episodes)
+            budget.timed_evaluation(report_extra["zero_shot"])
             print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
         if args.zero_shot_only:
             report_extra["zero_shot_only"] = True
@@ -274,13 +276,31 @@ def _session(args, cfg, run_dir) -> int:
         if reward_server is not None:
             reward_server.t0 = t_session
             reward_server.start()
+        if budget.training_over():
+            from robolearn.errors import ConfigError
+
+            raise ConfigError(
+                f"finetune.robot_minutes = {ft.robot_minutes:g} leaves no robot time for training: "
+                f"{budget.used_s() / 60:.1f} min went to calibration and the zero-shot evaluation, and "
+                f"the final evaluation needs ~{budget.final_reserve_s / 60:.1f}; raise the budget or "
+                "lower final_episodes")
         learner = start("learner", learner_cmd)
         time.sleep(0.2)
         actor = start("actor", actor_cmd)
         last_print = time.monotonic()
         failed: dict[str, int] = {}
+        if budget.budget_s:
+            print(f"robot-time budget: {ft.robot_minutes:g} min; {budget.used_s() / 60:.1f} used before "
+                  f"training, {budget.final_reserve_s / 60:.1f} kept for the final evaluation", flush=True)
         try:
             while True:
+                if budget.training_over():
+                    print(f"robot-time budget: training ends at {budget.used_s() / 60:.1f} robot-min "
+                          f"(learner checkpoints, actor commits its episode); "
+                          f"{budget.final_reserve_s / 60:.1f} min kept for the final evaluation", flush=True)
+                    _stop([actor, learner], grace=GRACE_S)
+                    report_extra["training_ended_by_budget"] = True
+                    break
                 if stopping["signal"] is not None:
                     print("stopping: learner checkpoints, actor commits the episode in progress",
                           flush=True)
@@ -364,6 +384,11 @@ def _session(args, cfg, run_dir) -> int:
             print(f"final: {ft.final_episodes} episodes of the fine-tuned policy on the robot", flush=True)
             report_extra["final"] = F.evaluate_checkpoint(cfg, run_dir, ft.final_episodes)
             print(f"final: {json.dumps(report_extra['final'])}", flush=True)
+        # the robot's wall time from the first motion to here, budget or not (the report's parts
+        # sum the robot-busy pieces; this one also counts the robot idle while the learner starts)
+        report_extra["robot_time_session_s"] = round(budget.used_s(), 1)
+        if budget.budget_s:
+            report_extra["robot_budget"] = budget.as_dict()
         summary = run_dir / "summary.json"
         if summary.exists():
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()

@@ -33,6 +33,8 @@ FLAGS = {
     "metrics_every": (int, "gradient updates between reading the losses back (and the NaN check): "
                            "default every update on CPU, every 100 on CUDA"),
     "sim_params": (str, "fitted sim physics: a TOML written by `robolearn calibrate-sim --out FILE`"),
+    "init_from": (str, "start from this run's last checkpoint: its agent and replay, this run's counters "
+                       "and options (e.g. continue a training with a [reality_gap] table)"),
     "resets": (str, "env (the env's own resets) | learned (reset-free: forward/backward agents, "
                     "robolearn.resets.learned) | practice (autonomous practice on physical resets, "
                     "e.g. the car recovering from its crashes: robolearn.resets.practice_trainer)"),

@@ -8,6 +8,7 @@ layers above the trainer (robolearn/policies/trainer.py), which receives them as
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from robolearn.errors import ConfigError
@@ -73,10 +74,26 @@ def build_trainer(cfg: TrainConfig, resumed_state: dict | None = None, relabel_p
     """A `Trainer` for `cfg` (validated first, so a bad option fails before any env is built).
     `relabel_prior` replaces the `[reward]` model's relabelling of prior runs (tests)."""
     cfg = cfg.validate()
+    starting_from = cfg.init_from and resumed_state is None
+    if starting_from and cfg.buffer_size is None:  # its replay loads into a buffer of its size
+        from robolearn.policies.trainer_state import init_state
+
+        cfg = dataclasses.replace(cfg, buffer_size=init_state(cfg.init_from)[1].get("replay_capacity"))
     if relabel_prior is None and resumed_state is None:
         relabel_prior = prior_relabeler(cfg)
-    return Trainer(cfg, hooks=make_hooks(cfg, resumed_state), wrap_env=env_wrapper(cfg),
-                   _resumed_state=resumed_state, relabel_prior=relabel_prior)
+    trainer = Trainer(cfg, hooks=make_hooks(cfg, resumed_state), wrap_env=env_wrapper(cfg),
+                      _resumed_state=resumed_state, relabel_prior=relabel_prior)
+    if starting_from:
+        from robolearn.policies.trainer_state import init_trainer_from
+
+        try:
+            done = init_trainer_from(trainer, cfg.init_from)
+        except BaseException:
+            trainer.close()
+            raise
+        print(f"init_from {done['run']}: agent and {done['replay']} replay transitions of its "
+              f"checkpoint at {done['env_steps']} env steps", flush=True)
+    return trainer
 
 
 def resume_trainer(run_dir: str | Path, steps: int | None = None, progress: bool | None = None,

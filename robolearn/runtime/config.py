@@ -116,6 +116,9 @@ class FinetuneConfig:
     pretraining_replay: bool = False  # RLPD: also sample the pretraining run's own replay (its 50k sim
                                      # transitions, 0.25 of every batch, no BC on them): the critic
                                      # keeps the broad data it was fitted on (docs/finetune.md)
+    robot_minutes: float = 0.0       # the session's whole robot time (calibrations, evaluations, training,
+                                     # resets); training ends early so that the final evaluation fits
+                                     # (learner.total_env_steps stays the cap). 0: no budget
     zero_shot_episodes: int = 10     # deterministic episodes of the pretrained policy, before
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     eval_actions: str = "mean"       # zero-shot and final: the policy's mean action ("mean", SAC's usual
@@ -262,6 +265,10 @@ class LaunchConfig:
                 raise ConfigError(f"finetune.load={ft.load!r}: choose one of {', '.join(LOADS)}")
             for name in ("warmup_episodes", "zero_shot_episodes", "final_episodes"):
                 _int_at_least(ft, name, 0, "finetune.")
+            if (isinstance(ft.robot_minutes, bool) or not isinstance(ft.robot_minutes, (int, float))
+                    or not 0 <= ft.robot_minutes < 1e6):
+                raise ConfigError(f"finetune.robot_minutes={ft.robot_minutes!r}: minutes of robot time for the "
+                                  "whole session (e.g. 29), or 0 for no budget")
             if not isinstance(ft.calibrate_arm, bool):
                 raise ConfigError(f"finetune.calibrate_arm={ft.calibrate_arm!r}: true or false")
             if not isinstance(ft.calibrate_perception, bool):

@@ -42,6 +42,50 @@ REPUBLISH_S = 1.0
 SESSION_PRIOR_FRACTION = 0.5
 
 
+#: `robot_minutes`: the final evaluation is expected to take this much longer per episode than
+#: the zero-shot one did (a learning policy's episodes run longer; resets vary), and this long per
+#: episode when there was no zero-shot evaluation to time
+FINAL_EVAL_MARGIN = 1.25
+FINAL_EVAL_S_PER_EPISODE = 30.0
+
+
+class RobotBudget:
+    """`[finetune] robot_minutes`: the session's whole robot time, kept by ending training early.
+
+    Why: on a robot the scarce thing is robot time, not env steps. Calibration, resets and the
+    evaluations take what they take (push: ~14 of ~24 minutes); a fixed step count either wastes
+    the budget or overruns it. The session counts wall time from its first robot motion (the
+    robot is occupied all along, idle or not) and stops training once what is used plus the final
+    evaluation's expected time (the zero-shot evaluation's time per episode x FINAL_EVAL_MARGIN)
+    reach the budget."""
+
+    def __init__(self, minutes: float, final_episodes: int, t0: float | None = None):
+        self.budget_s = 60.0 * float(minutes)
+        self.final_episodes = int(final_episodes)
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.s_per_episode = FINAL_EVAL_S_PER_EPISODE
+
+    def timed_evaluation(self, evaluation: dict) -> None:
+        """The zero-shot evaluation's wall time per episode (resets included) sets the reserve."""
+        if evaluation.get("episodes") and evaluation.get("wall_s"):
+            self.s_per_episode = float(evaluation["wall_s"]) / evaluation["episodes"]
+
+    @property
+    def final_reserve_s(self) -> float:
+        return self.final_episodes * self.s_per_episode * FINAL_EVAL_MARGIN
+
+    def used_s(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self.t0
+
+    def training_over(self, now: float | None = None) -> bool:
+        return self.budget_s > 0 and self.used_s(now) + self.final_reserve_s >= self.budget_s
+
+    def as_dict(self, now: float | None = None) -> dict:
+        return {"robot_minutes": round(self.budget_s / 60.0, 2),
+                "final_reserve_s": round(self.final_reserve_s, 1),
+                "used_s": round(self.used_s(now), 1)}
+
+
 def pretrained_state(checkpoint: str | Path) -> tuple[Path, dict]:
     """(checkpoint folder, its trainer.json) of a sim-pretrained run."""
     from robolearn.policies.checkpoints import find_checkpoint
