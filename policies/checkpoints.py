@@ -171,13 +171,15 @@ def find_checkpoint(path: str | Path) -> Path:
 
 
 def load_agent(checkpoint: str | Path, render_mode: str | None = None,
-               env_kwargs: dict | None = None):
+               env_kwargs: dict | None = None, reality_gap: bool = True):
     """(agent, env, TrainConfig) from a run folder: rebuilds the agent from the saved config
     and loads only the policy weights (`policy.safetensors`), as an actor would.
 
     `env_kwargs` override the training env's options, e.g. {"backend": "real", "port": ...} to
     run a sim-trained policy on hardware. The `privileged` observation is dropped unless the
-    policy's actor reads it (privileged="actor_and_critic", a sim-only study mode)."""
+    policy's actor reads it (privileged="actor_and_critic", a sim-only study mode).
+    `reality_gap=False` leaves out the run's `[reality_gap]` wrappers: a caller that sets the
+    sim's model itself (a reality file's masses and camera) would see them reset every episode."""
     from robolearn.policies.registry import make_agent
 
     ckpt = find_checkpoint(checkpoint)
@@ -188,8 +190,8 @@ def load_agent(checkpoint: str | Path, render_mode: str | None = None,
     kwargs = {**cfg.env_kwargs, **(env_kwargs or {})}
     if state["agent_overrides"].get("privileged") != "actor_and_critic" and not (env_kwargs or {}).get("privileged_obs"):
         kwargs.pop("privileged_obs", None)  # acting never needs it: runs where it does not exist
-    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs, cfg.reality_gap,
-                   cfg.sim_params)
+    env = make_env(cfg.env, cfg.obs, render_mode, cfg.max_episode_steps, kwargs,
+                   cfg.reality_gap if reality_gap else None, cfg.sim_params)
     try:
         # acting needs no GPU: a policy trained with --device cuda runs on a CPU-only computer
         agent = make_agent(cfg.algo, env.observation_space, env.action_space, seed=cfg.seed,
@@ -202,7 +204,7 @@ def load_agent(checkpoint: str | Path, render_mode: str | None = None,
 
 
 def load_policy(checkpoint: str | Path, render_mode: str | None = None,
-                env_kwargs: dict | None = None):
+                env_kwargs: dict | None = None, reality_gap: bool = True):
     """(act_fn, env, TrainConfig): the deterministic policy of a run folder (see load_agent)."""
-    agent, env, cfg = load_agent(checkpoint, render_mode, env_kwargs)
+    agent, env, cfg = load_agent(checkpoint, render_mode, env_kwargs, reality_gap)
     return (lambda obs: agent.act(obs, deterministic=True)), env, cfg

@@ -85,7 +85,9 @@ def main() -> int:
     if a.policy:
         from robolearn.policies.checkpoints import load_policy
 
-        policy, env, _ = load_policy(a.policy, env_kwargs={"camera": "front", "privileged_obs": True})
+        # without the run's own [reality_gap]: its randomisation would reset --reality's model every episode
+        policy, env, _ = load_policy(a.policy, env_kwargs={"camera": "front", "privileged_obs": True},
+                                     reality_gap=not a.reality)
         modes = ("policy",)
     else:
         env = gym.make("robolearn/ArmPush-v0", obs="both", camera="front", privileged_obs=True)

@@ -48,3 +48,31 @@ def test_a_missing_run_or_bad_value_is_a_clear_error(tmp_path):
         _run(tmp_path, "x", init_from=str(tmp_path / "nothing-here"))
     with pytest.raises(ConfigError, match="init_from"):
         TrainConfig(init_from="").validate()
+
+
+def test_load_agent_can_leave_out_the_runs_reality_gap(tmp_path):
+    """A script that applies its own reality to the sim (scripts/push_camera_estimates.py --reality)
+    loads a randomised run without its wrappers, which would reset that reality every episode."""
+    from robolearn.policies.checkpoints import load_agent
+    from robolearn.sim.randomization import ObservationNoise
+
+    run = _run(tmp_path, "noisy", reality_gap={"observation_noise": {"state_std": 0.01}})
+    try:
+        run.run()
+    finally:
+        run.close()
+
+    def wrapped(env):
+        while env is not env.unwrapped:
+            if isinstance(env, ObservationNoise):
+                return True
+            env = env.env
+        return False
+
+    _, env, _ = load_agent(tmp_path / "noisy")
+    _, bare, _ = load_agent(tmp_path / "noisy", reality_gap=False)
+    try:
+        assert wrapped(env) and not wrapped(bare)
+    finally:
+        env.close()
+        bare.close()
