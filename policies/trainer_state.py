@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 from robolearn.errors import ConfigError, DatasetError
-from robolearn.policies.checkpoints import (CHECKPOINTS, json_rng, py_random_state, read_tensors_file,
-                                            set_py_random_state, unjson_rng, write_checkpoint)
+from robolearn.policies.checkpoints import (CHECKPOINTS, find_checkpoint, json_rng, py_random_state,
+                                            read_json_file, read_tensors_file, set_py_random_state,
+                                            unjson_rng, write_checkpoint)
 from robolearn.policies.env_building import perception_digest
 from robolearn.policies.serialize import load_state
 from robolearn.policies.trainer_hooks import reset_record
@@ -58,8 +59,6 @@ def save_trainer_checkpoint(trainer, final: bool = False) -> Path:
 
 def init_state(run: str | Path) -> tuple[Path, dict]:
     """(last checkpoint, its trainer.json) of the run a new run starts from (`init_from`)."""
-    from robolearn.policies.checkpoints import find_checkpoint, read_json_file
-
     ckpt = find_checkpoint(run)
     return ckpt, read_json_file(ckpt / "trainer.json")
 

@@ -43,9 +43,10 @@ SESSION_PRIOR_FRACTION = 0.5
 
 
 #: `robot_minutes`: the final evaluation is expected to take this much longer per episode than
-#: the zero-shot one did (a learning policy's episodes run longer; resets vary), and this long per
-#: episode when there was no zero-shot evaluation to time
-FINAL_EVAL_MARGIN = 1.25
+#: the zero-shot one did (a learning policy's episodes run longer; resets vary: push sessions
+#: 13-15 measured 1.01, 1.01 and 1.37, and 1.25 overran a 29-minute budget by 0.6 min), and
+#: this long per episode when there was no zero-shot evaluation to time
+FINAL_EVAL_MARGIN = 1.4
 FINAL_EVAL_S_PER_EPISODE = 30.0
 
 
