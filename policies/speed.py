@@ -164,8 +164,10 @@ def measure_ensemble_batching(num_critics: int = 10, in_dim: int = 23, hidden: i
 def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 200, warmup: int = 20,
                          batch_size: int = 256, device: str = "cpu", seed: int = 0,
                          include_sb3: bool = True, num_threads: int | None = 1, rounds: int = 5,
-                         print_fn=print, ensemble: bool = True, limit: bool = True) -> dict:
-    """Gradient updates/s of our `sac` (UTD 1) vs SB3 SAC, and of `redq` with 10 vs 2 critics.
+                         print_fn=print, ensemble: bool = True, limit: bool = True,
+                         rlpd: bool = False) -> dict:
+    """Gradient updates/s of our `sac` (UTD 1) vs SB3 SAC, and of `redq` with 10 vs 2 critics;
+    with `rlpd`, the `rlpd` preset's updates/s and the most this machine's GEMM rate allows it.
 
     Returns a dict with `ours_sac_updates_per_s`, `sb3_sac_updates_per_s` (None without SB3),
     `sac_speedup_vs_sb3`, `redq10_updates_per_s`, `redq2_updates_per_s`,
@@ -180,7 +182,7 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
     try:
         with torch.random.fork_rng(devices=[]):
             return _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed,
-                            include_sb3, rounds, print_fn, ensemble, limit)
+                            include_sb3, rounds, print_fn, ensemble, limit, rlpd)
     finally:
         torch.set_num_threads(threads_before)
         random.setstate(py_state)
@@ -188,7 +190,7 @@ def measure_update_speed(obs_dim: int = 17, action_dim: int = 6, steps: int = 20
 
 
 def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, include_sb3, rounds,
-             print_fn, ensemble=True, limit=True) -> dict:
+             print_fn, ensemble=True, limit=True, rlpd=False) -> dict:
     obs_space, act_space = _spaces(obs_dim, action_dim)
     n = max(5000, 4 * batch_size)
     data = _random_data(n, obs_dim, action_dim, seed)
@@ -269,10 +271,13 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
             # its FLOPs at the fastest GEMM rate and nothing else (no elementwise work, no Python)
             out["fp32_bound_speedup_vs_sb3"] = (out["gemm_limit_gflops"] * 1e9 / out["sac_update_flops"]
                                                 / speed["sb3"][clock])
+    # the path "ours" took above (the manual update covers redq and rlpd too)
+    path = {k: v for k, v in candidates[best].items() if k in ("cpu_update", "cpu_matmul")}
+    if rlpd:
+        out.update(_measure_rlpd(obs_space, act_space, buf, batch_size, device, seed, path, steps,
+                                 warmup, rounds, sync, out.get("gemm_limit_gflops")))
     if ensemble:
         # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
-        # on the path "ours" took above (the manual update covers redq too)
-        path = {k: v for k, v in candidates[best].items() if k in ("cpu_update", "cpu_matmul")}
         runners = {k: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed,
                                   num_critics=k, **path) for k in (10, 2)}
         speed = _interleaved(runners, steps, warmup, rounds, sync)
@@ -292,6 +297,31 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
             if "onednn_vs_batched_speedup" in ens:
                 out[f"ensemble{e}_onednn_vs_batched_speedup"] = ens["onednn_vs_batched_speedup"]
     _print(out, print_fn)
+    return out
+
+
+#: a 10 Hz robot at RLPD's UTD 20 needs this many updates/s from the learner (issue 25)
+RLPD_KEEP_UP_UPDATES_PER_S = 200
+
+
+def _measure_rlpd(obs_space, act_space, buf, batch_size, device, seed, path, steps, warmup, rounds,
+                  sync, gemm_limit_gflops) -> dict:
+    """Can the `rlpd` preset (RLPD's paper setting: 10 critics, UTD 20) keep up with a 10 Hz
+    robot? Its measured updates/s and its bound: every counted FLOP at the fastest GEMM rate
+    measured in the same run with nothing else taking time. The bound is given for the preset's
+    3x256 networks and for 2x256 ones (RLPD's locomotion setting), so that the verdict does not
+    hang on the network size. Timed on the clock of the run (wall with 2+ threads)."""
+    clock = "cpu" if str(device) == "cpu" and torch.get_num_threads() == 1 else "wall"
+    runner = _our_runner("rlpd", obs_space, act_space, buf, batch_size, device, seed, **path)
+    # ~30 ms an update on 2 CPU cores: a third of the sac steps keeps the suite's time in bounds
+    speed = _interleaved({"rlpd": runner}, max(20, steps // 3), warmup, rounds, sync)
+    out = {"rlpd_updates_per_s": speed["rlpd"][clock], "rlpd_keep_up_updates_per_s": RLPD_KEEP_UP_UPDATES_PER_S}
+    small = {"critic_hidden": (256, 256), "actor_hidden": (256, 256)}
+    for key, over in (("rlpd", {}), ("rlpd_2x256", small)):
+        flops = count_update_flops("rlpd", obs_space, act_space, buf, batch_size, device, seed, **over)
+        out[f"{key}_update_flops"] = flops
+        if gemm_limit_gflops:
+            out[f"{key}_bound_updates_per_s"] = gemm_limit_gflops * 1e9 / flops
     return out
 
 
@@ -339,17 +369,26 @@ def _print(out: dict, print_fn) -> None:
             if f"ensemble{e}_onednn_vs_batched_speedup" in out:
                 print_fn(f"  {e}-critic forward+backward, one oneDNN product per member vs one batched "
                          f"baddbmm: {out[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x faster (CPU time)")
+    if "rlpd_updates_per_s" in out:
+        print_fn(f"  rlpd (10 critics, UTD 20): {out['rlpd_updates_per_s']:.1f} updates/s ({out['clock']} clock); "
+                 f"a 10 Hz robot needs {out['rlpd_keep_up_updates_per_s']}"
+                 + (f"; bound at the GEMM limit: {out['rlpd_bound_updates_per_s']:.1f} "
+                    f"({out['rlpd_update_flops'] / 1e9:.2f} GFLOP an update), with 2x256 nets "
+                    f"{out['rlpd_2x256_bound_updates_per_s']:.1f} ({out['rlpd_2x256_update_flops'] / 1e9:.2f} GFLOP)"
+                    if "rlpd_bound_updates_per_s" in out else ""))
 
 
 def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
                         print_fn=print, **kwargs) -> dict:
     """`robolearn bench learners --suite speed`: ours vs SB3 at each thread count, the FLOP
     count, the GEMM limit and `sac_fraction_of_limit` per thread count, and the 10- vs
-    2-critic cost (first thread count only: it is a ratio of our own updates)."""
+    2-critic cost (first thread count only: it is a ratio of our own updates), and `rlpd`'s
+    updates/s against its bound and a 10 Hz robot's need (last thread count: the machine's cores)."""
     per = {}
     for i, t in enumerate(threads):
         per[str(t)] = measure_update_speed(steps=steps, device=device, num_threads=t,
-                                           ensemble=(i == 0), print_fn=print_fn, **kwargs)
+                                           ensemble=(i == 0), rlpd=(i == len(threads) - 1),
+                                           print_fn=print_fn, **kwargs)
     first = per[str(threads[0])]
     summary = {k: first.get(k) for k in (
         "sac_update_flops", "sb3_update_flops", "gemm_limit_gflops", "gemm_limit_path",
@@ -357,6 +396,11 @@ def measure_speed_suite(threads=(1, 2), steps: int = 300, device: str = "cpu",
         "redq10_vs_2_cost_ratio_cpu", "redq10_vs_2_flop_ratio", "ours_sac_preset_overrides",
         "redq_preset_overrides", "fp32_bound_speedup_vs_sb3", "ours_sac_bf16_updates_per_s",
         "sac_bf16_speedup_vs_sb3", "sac_bf16_fraction_of_bf16_limit", "cpu", "cpu_paths_updates_per_s")}
+    last = per[str(threads[-1])]
+    summary.update({k: last[k] for k in (
+        "rlpd_updates_per_s", "rlpd_keep_up_updates_per_s", "rlpd_update_flops", "rlpd_bound_updates_per_s",
+        "rlpd_2x256_update_flops", "rlpd_2x256_bound_updates_per_s") if k in last})
+    summary["rlpd_threads"] = threads[-1]
     for t in threads:
         r = per[str(t)]
         summary[f"sac_speedup_vs_sb3_{t}thread"] = (

@@ -368,6 +368,26 @@ def test_measure_update_speed_runs_both_learners():
     assert any("SB3" in line for line in lines)
 
 
+def test_speed_suite_measures_rlpd_against_its_bound_and_a_10hz_robot():
+    """Issue 25: `rlpd` (10 critics, UTD 20) must keep up with a 10 Hz robot (200 updates/s).
+    The suite measures it on the last thread count, with its bound: every counted FLOP at the
+    same run's fastest GEMM rate (so a bound below 200 means no implementation can)."""
+    from robolearn.bench.learners import speed_markdown
+    from robolearn.policies.speed import RLPD_KEEP_UP_UPDATES_PER_S, measure_speed_suite
+
+    out = measure_speed_suite(threads=(1,), steps=3, obs_dim=5, action_dim=2, warmup=1, rounds=1,
+                              batch_size=32, include_sb3=False, print_fn=lambda *_: None)
+    assert out["rlpd_updates_per_s"] > 0 and out["rlpd_threads"] == 1
+    assert out["rlpd_keep_up_updates_per_s"] == RLPD_KEEP_UP_UPDATES_PER_S == 200
+    limit = out["per_threads"]["1"]["gemm_limit_gflops"]
+    for key in ("rlpd", "rlpd_2x256"):
+        assert out[f"{key}_bound_updates_per_s"] == pytest.approx(limit * 1e9 / out[f"{key}_update_flops"])
+    # the paper's 3x256 networks cost more than 2x256 ones, and both exceed a 2-critic sac's
+    assert out["rlpd_update_flops"] > out["rlpd_2x256_update_flops"] > out["sac_update_flops"]
+    text = "\n".join(speed_markdown(out))
+    assert "`rlpd` (10 critics, 3x256, UTD 20) on 1 thread(s)" in text and "a 10 Hz robot needs 200" in text
+
+
 @pytest.mark.slow
 def test_update_speed_claims():
     """Issue 4: our sac beats SB3 SAC in updates/s; a 10-critic update costs well under 10x."""

@@ -412,6 +412,17 @@ def speed_markdown(speed: dict) -> list[str]:
         lines += [f"- {e}-critic forward+backward, one oneDNN product per member (`cpu_matmul=\"onednn\"`, "
                   f"an option) vs one batched baddbmm: {first[f'ensemble{e}_onednn_vs_batched_speedup']:.2f}x "
                   "faster (CPU time)" for e in (10, 2) if f"ensemble{e}_onednn_vs_batched_speedup" in first]
+    if speed.get("rlpd_updates_per_s"):
+        line = (f"- `rlpd` (10 critics, 3x256, UTD 20) on {speed['rlpd_threads']} thread(s): "
+                f"**{speed['rlpd_updates_per_s']:.1f} updates/s** (wall); a 10 Hz robot needs "
+                f"{speed['rlpd_keep_up_updates_per_s']}")
+        if speed.get("rlpd_bound_updates_per_s"):
+            line += (f". Bound (every counted FLOP at this run's fastest GEMM rate, nothing else): "
+                     f"**{speed['rlpd_bound_updates_per_s']:.1f}** updates/s "
+                     f"({speed['rlpd_update_flops'] / 1e9:.2f} GFLOP an update); with 2x256 networks "
+                     f"{speed['rlpd_2x256_bound_updates_per_s']:.1f} "
+                     f"({speed['rlpd_2x256_update_flops'] / 1e9:.2f} GFLOP)")
+        lines.append(line)
     return lines + [""]
 
 
