@@ -70,6 +70,8 @@ def policy_of(checkpoint: str, env):
 
 
 def replay_check(args, env, eval_env) -> list[tuple[int, float]]:
+    """The session's update from the pretrained agent on its sampler; the deterministic actor's
+    success in `eval_env` before and along the way."""
     ckpt = find_checkpoint(args.session)
     state = read_json_file(ckpt / "trainer.json")
     options = {**state["agent_overrides"], **args.set, "device": "cpu"}
@@ -77,13 +79,7 @@ def replay_check(args, env, eval_env) -> list[tuple[int, float]]:
     load_pretrained(agent, args.pretrained, "agent")
     capacity = read_json_file(ckpt / "replay" / "meta.json")["capacity"]
     online = make_buffer(env.observation_space, env.action_space, agent.config, capacity, args.seed)
-    if args.online_steps:
-        pass    # filled as the simulated session runs (simulated_session)
-    elif args.sim_online:
-        transitions_to_buffer(collect_rollouts(env, lambda o: agent.act(o, deterministic=False),
-                                               args.sim_online, seed=777), online)
-    else:
-        online.load(ckpt / "replay")
+    fill_online(args, ckpt, agent, env, online)
     prior = make_buffer(env.observation_space, env.action_space, agent.config, 100_000, args.seed + 1)
     transitions_to_buffer(collect_rollouts(env, lambda o: agent.act(o, deterministic=False), args.prior_episodes,
                                            seed=args.seed), prior)
@@ -98,13 +94,29 @@ def replay_check(args, env, eval_env) -> list[tuple[int, float]]:
           flush=True)
     act = lambda o: agent.act(o, deterministic=True)  # noqa: E731
     curve = [(0, success_rate(eval_env, act, args.eval))]
-    t0 = time.monotonic()
+    run = simulated_session if args.online_steps else offline_updates
+    return curve + run(args, agent, sampler, online, eval_env, act, time.monotonic())
+
+
+def fill_online(args, ckpt, agent, env, online) -> None:
+    """The robot data the updates start from: the session's replay; with --sim-online, N sampled
+    sim episodes instead; with --online-steps, none (the simulated session collects its own)."""
     if args.online_steps:
-        return curve + simulated_session(args, agent, sampler, online, eval_env, act, t0)
+        return
+    if args.sim_online:
+        transitions_to_buffer(collect_rollouts(env, lambda o: agent.act(o, deterministic=False),
+                                               args.sim_online, seed=777), online)
+    else:
+        online.load(ckpt / "replay")
+
+
+def offline_updates(args, agent, sampler, online, env, act, t0) -> list[tuple[int, float]]:
+    """`--updates` updates on the fixed data, evaluated every `--every`."""
+    curve = []
     for u in range(1, args.updates + 1):
         agent.update(sampler.sample(agent.config.batch_size))
         if u % args.every == 0:
-            curve.append((u, success_rate(eval_env, act, args.eval)))
+            curve.append((u, success_rate(env, act, args.eval)))
             print(f"update {u}: sim success {curve[-1][1]:.3f} ({time.monotonic() - t0:.0f} s)", flush=True)
     return curve
 
