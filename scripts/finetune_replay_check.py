@@ -154,8 +154,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("session", nargs="?", help="a finished session's run folder (its last checkpoint's replay)")
     p.add_argument("--launch", default="launch/finetune_arm_push_real.toml", help="its launch file (the sim twin)")
-    p.add_argument("--pretrained", default="runs/push-hard",
-                   help="the pretrained run the session loaded (the README's `robolearn train launch/sim_arm_push_hard.toml` run)")
+    p.add_argument("--pretrained", default=None,
+                   help="the pretrained run the session loaded (default: the launch file's [finetune] checkpoint)")
     p.add_argument("--prior-episodes", type=int, default=20,
                    help="sampled sim-twin episodes of the pretrained policy as the rlpd prior (a launch's prior_data = \"sim:N\")")
     p.add_argument("--earlier", type=float, default=0.0, help="the pretraining replay's share of every batch")
@@ -176,6 +176,7 @@ def main() -> None:
     args.set = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
     torch.set_num_threads(1)
     cfg = load_launch(args.launch)
+    args.pretrained = args.pretrained or str(cfg.finetune.checkpoint)
     env = make_sim_twin(cfg)
     eval_env = env
     if args.eval_gap:

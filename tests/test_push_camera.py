@@ -283,7 +283,7 @@ def test_push_launch_files_load():
     assert ft.reality == "hard" and ft.prior_data.startswith("sim:")
     assert camera_names(cfg.env_kwargs) == ["front"]                 # finder (reset + reward) and localiser
     assert cfg.env_kwargs["perception"] == ft.sim_env_kwargs["perception"]
-    assert ft.checkpoint == "runs/push-hard" and cfg.env_kwargs["perception"] == "models/push-finder"
+    assert ft.checkpoint == "runs/push-hard-100k" and cfg.env_kwargs["perception"] == "models/push-finder"
     assert ft.load == "agent" and cfg.env_kwargs["cube_reset"] == "keep_in_region"
     train = load_train_config("launch/sim_arm_push_hard.toml")
     assert train.env == PUSH and train.algo == "rlpd" and train.demos == "scripted:20"
@@ -291,6 +291,12 @@ def test_push_launch_files_load():
     assert train.env_kwargs["perception"] == cfg.env_kwargs["perception"]
     assert train.agent["privileged"] == "none"                       # the critic goes to the robot too
     assert train.sim_params == ft.sim_params == "launch/hard_arm_sim_params.toml"
+    # the session's pretraining: those 50k steps continued for 50k more, same sim and networks
+    more = load_train_config("launch/sim_arm_push_hard_100k.toml")
+    assert more.init_from == "runs/push-hard" and more.out == ft.checkpoint and more.steps == 50_000
+    assert (more.env, more.algo, more.demos, more.sim_params, more.utd) == (train.env, train.algo, train.demos,
+                                                                           train.sim_params, train.utd)
+    assert more.agent == train.agent and more.env_kwargs == train.env_kwargs and not more.reality_gap
     assert cfg.learner.agent["privileged"] == train.agent["privileged"]
     nominal = load_train_config("launch/sim_arm_push_perception.toml")
     assert nominal.agent["privileged"] == "critic" and nominal.env_kwargs["perception"] == cfg.env_kwargs["perception"]
