@@ -275,7 +275,7 @@ def _measure(obs_dim, action_dim, steps, warmup, batch_size, device, seed, inclu
     path = {k: v for k, v in candidates[best].items() if k in ("cpu_update", "cpu_matmul")}
     if rlpd:
         out.update(_measure_rlpd(obs_space, act_space, buf, batch_size, device, seed, path, steps,
-                                 warmup, rounds, sync, out.get("gemm_limit_gflops")))
+                                 warmup, rounds, sync, clock, out.get("gemm_limit_gflops")))
     if ensemble:
         # Same preset and policy delay, only the ensemble size differs: isolates the critic cost.
         runners = {k: _our_runner("redq", obs_space, act_space, buf, batch_size, device, seed,
@@ -305,13 +305,12 @@ RLPD_KEEP_UP_UPDATES_PER_S = 200
 
 
 def _measure_rlpd(obs_space, act_space, buf, batch_size, device, seed, path, steps, warmup, rounds,
-                  sync, gemm_limit_gflops) -> dict:
+                  sync, clock, gemm_limit_gflops) -> dict:
     """Can the `rlpd` preset (RLPD's paper setting: 10 critics, UTD 20) keep up with a 10 Hz
     robot? Its measured updates/s and its bound: every counted FLOP at the fastest GEMM rate
     measured in the same run with nothing else taking time. The bound is given for the preset's
     3x256 networks and for 2x256 ones (RLPD's locomotion setting), so that the verdict does not
-    hang on the network size. Timed on the clock of the run (wall with 2+ threads)."""
-    clock = "cpu" if str(device) == "cpu" and torch.get_num_threads() == 1 else "wall"
+    hang on the network size. Timed on the run's `clock` (wall with 2+ threads)."""
     runner = _our_runner("rlpd", obs_space, act_space, buf, batch_size, device, seed, **path)
     # ~30 ms an update on 2 CPU cores: a third of the sac steps keeps the suite's time in bounds
     speed = _interleaved({"rlpd": runner}, max(20, steps // 3), warmup, rounds, sync)
