@@ -246,3 +246,48 @@ def test_bad_operator_option_values_stop_the_launch_file():
         config_from_dict({"env": LIFT, "algo": "rlpd", "finetune": {
             "checkpoint": "unused", "warm_start": "rlpd", "prior_data": "sim:1", "intervene": "operator",
             "reality": "mild", "intervene_options": {"reaction_s": -0.1}}})
+
+
+def _watching_operator(truths):
+    """The operator's rule alone: it watches a scripted scene (what /truth.json would say each step)."""
+    from robolearn.teleop.intervening_operator import InterveneConfig, InterveningOperator
+
+    env = gym.make(LIFT, control_hz=10)
+    op = InterveningOperator(env, InterveneConfig(truth_url="http://scene", patience_s=2.0, reaction_s=0.0))
+    scene = iter(truths)
+    op.hands._truth = lambda: next(scene)
+    return env, op
+
+
+def _scene(gap: float, dist: float = 0.03) -> dict:
+    cube = [0.22, 0.0, CUBE_HALF]
+    return {"bodies": {"cube": cube + [1, 0, 0, 0], "finger_left": [0.22, gap / 2, 0.04],
+                       "finger_right": [0.22, -gap / 2, 0.04]},
+            "sites": {"ee": [0.22, 0.0, CUBE_HALF + dist]}}
+
+
+@pytest.mark.parametrize("gaps, first_driven", [
+    ([0.04] * 30, 20),                                              # open over the cube: stuck 2 s
+    ([0.04] * 5 + [0.04 - 0.0015 * i for i in range(1, 8)] + [0.0295] * 13, None),  # a slow grasp
+    ([0.04] * 5 + [0.03] * 3 + [0.04] * 3 + [0.03] * 24, 31),       # reopened, a new grasp: 2 s from it
+    ([0.04] * 5 + [0.03] * 25, 25),                                 # closed and held: 2 s from the close
+])
+def test_the_operator_counts_a_grasp_under_way_as_progress(gaps, first_driven):
+    """Beside approaching and lifting, the fingers closing on the cube are progress: a slow servo
+    closing for a second and a half is not a stuck policy, nor is a new grasp after the fingers
+    reopened; a gripper that closed and stays closed without lifting is."""
+    env, op = _watching_operator([_scene(g) for g in gaps])
+    try:
+        engaged = [op.read().engaged for _ in gaps]
+        # 2 s (20 steps) after the last progress: the start, or the first close
+        assert (engaged.index(True) if any(engaged) else None) == first_driven
+    finally:
+        env.close()
+
+
+def test_a_grasp_far_from_the_cube_is_not_progress():
+    env, op = _watching_operator([_scene(0.04 - 0.002 * min(i, 15), dist=0.09) for i in range(30)])
+    try:
+        assert any(op.read().engaged for _ in range(30))
+    finally:
+        env.close()

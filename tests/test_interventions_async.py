@@ -101,6 +101,32 @@ def test_intervention_rate_by_block_counts_steps_and_takeovers():
     assert intervention_rate_by_block([], hz) == []
 
 
+def _episodes_with_rates(root, rates, steps=10):
+    """One recorded episode per block of `steps` steps, `rate` of them driven."""
+    for i, r in enumerate(rates):
+        d = root / f"episode_{i:06d}"
+        d.mkdir(parents=True)
+        (d / "episode.json").write_text("{}")
+        np.savez(d / "data.npz", intervention=np.arange(steps) < round(r * steps))
+
+
+@pytest.mark.parametrize("rates, fell", [
+    ([0.4, 0.2, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.3], False),   # the last block dips: still flat
+    ([0.3, 0.4, 0.3, 0.3, 0.2, 0.3, 0.2, 0.1, 0.2], True),    # thirds 0.33 -> 0.17
+    ([0.5, 0.3], True),
+])
+def test_the_rate_fell_compares_the_first_and_last_third_of_the_session(tmp_path, rates, fell):
+    from robolearn.runtime.intervention_report import intervention_report
+
+    _episodes_with_rates(tmp_path, rates)
+    rep = intervention_report(tmp_path, 10.0, block_s=1.0)
+    assert [b["rate"] for b in rep["intervention_rate_by_block"]] == rates
+    third = max(1, len(rates) // 3)
+    assert rep["intervention_rate_first_third"] == pytest.approx(np.mean(rates[:third]), abs=1e-4)
+    assert rep["intervention_rate_last_third"] == pytest.approx(np.mean(rates[-third:]), abs=1e-4)
+    assert rep["intervention_rate_fell"] is fell
+
+
 def test_session_report_has_the_intervention_rate_by_block_and_plots_it(tmp_path, monkeypatch):
     """A recorded session whose operator drives less and less: the report's blocks say so."""
     from robolearn.runtime import intervention_report

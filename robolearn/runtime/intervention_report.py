@@ -57,8 +57,15 @@ def intervention_rate_by_block(flags: list[np.ndarray], control_hz: float, block
     return blocks
 
 
+def _share(blocks: list[dict]) -> float:
+    return round(sum(b["intervention_steps"] for b in blocks) / max(1, sum(b["steps"] for b in blocks)), 4)
+
+
 def intervention_report(episodes_dir: str | Path, control_hz: float, block_s: float | None = None) -> dict:
-    """The report's intervention keys: the rate per block, first and last block, and whether it fell."""
+    """The report's intervention keys: the rate per block, first and last block, the first and
+    last third of the session, and whether it fell. "Fell" compares thirds, not the first and
+    last block: one minute holds ~8 episodes, and single blocks swung 0.23-0.40 in a session
+    whose rate did not move (lift sessions 7-9), so first-vs-last block called a flat rate fallen."""
     block_s = BLOCK_S if block_s is None else block_s
     blocks = intervention_rate_by_block(episode_flags(episodes_dir), control_hz, block_s)
     out = {"intervention_block_s": block_s, "intervention_rate_by_block": blocks,
@@ -66,7 +73,11 @@ def intervention_report(episodes_dir: str | Path, control_hz: float, block_s: fl
     if blocks:
         out["intervention_rate_first_block"] = blocks[0]["rate"]
         out["intervention_rate_last_block"] = blocks[-1]["rate"]
-        out["intervention_rate_fell"] = (len(blocks) > 1 and blocks[-1]["rate"] < blocks[0]["rate"])
+        third = max(1, len(blocks) // 3)
+        out["intervention_rate_first_third"] = _share(blocks[:third])
+        out["intervention_rate_last_third"] = _share(blocks[-third:])
+        out["intervention_rate_fell"] = (len(blocks) > 1 and out["intervention_rate_last_third"]
+                                         < out["intervention_rate_first_third"])
     return out
 
 
