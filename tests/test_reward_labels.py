@@ -259,6 +259,52 @@ def _with_f1(fitted, f1):
     return reward, report
 
 
+class OffsetClassifier(FakeClassifier):
+    """Another model: other frames (value + offset) and its own threshold."""
+
+    def __init__(self, fire_step: int, offset: int, threshold: float):
+        super().__init__(fire_step)
+        self.offset, self.threshold = offset, threshold
+
+    def __call__(self, obs, info):
+        r, ok = super().__call__(obs, info)
+        self.last_images = frame(10 * self.t + self.offset)
+        return r, ok
+
+
+class SwappingSource:
+    """A reward chain whose model is replaced between episodes, as `ReloadingReward.inner` is
+    after a published retrain."""
+
+    def __init__(self, fire_step: int):
+        self.inner = FakeClassifier(fire_step)
+
+    def swap(self, offset: int, threshold: float) -> None:
+        self.inner = OffsetClassifier(self.inner.fire_step, offset, threshold)
+
+    def reset(self):
+        self.inner.reset()
+
+    def __call__(self, obs, info):
+        return self.inner(obs, info)
+
+
+def test_labels_after_a_model_swap_take_the_new_models_frame_and_score(tmp_path):
+    env_inner = FakeLiftEnv(fire_step=3, truth_step=3)
+    env_inner.reward_source = SwappingSource(3)
+    env = SuccessLabelling(env_inner, LabelStore(tmp_path / "labels"), EmulatedOperator(0.0), 0.0)
+    run_episode(env)
+    env_inner.reward_source.swap(offset=5, threshold=0.9)
+    run_episode(env)
+    run_episode(env)
+    frames, labels, recs = env.store.arrays()
+    assert labels.tolist() == [True, True, True]
+    assert (frames["front"][0] == 30).all()
+    assert (frames["front"][1] == 35).all() and (frames["front"][2] == 35).all()   # the new model's frames
+    assert [r["threshold"] for r in recs] == [0.5, 0.9, 0.9]
+    assert all(r["score"] == 0.97 for r in recs)
+
+
 def test_a_good_retrain_is_swapped_in_at_the_next_episode_only(tmp_path, versioned):
     store = labelled_store(tmp_path)
     source = ReloadingReward(versioned)

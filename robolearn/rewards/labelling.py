@@ -117,8 +117,7 @@ class SuccessLabelling(gym.Wrapper):
         if not 0.0 <= sample_others <= 1.0:
             raise ConfigError(f"label sample_others={sample_others!r}: must be in [0, 1]")
         source = getattr(env.unwrapped, "reward_source", None)
-        self.scorer = find_in_chain(source, "last_images")
-        if self.scorer is None:
+        if find_in_chain(source, "last_images") is None:
             raise ConfigError("operator labels need a camera success classifier as the env's reward "
                               "([reward] model = DIR, where = \"env\")")
         self.source = source
@@ -128,6 +127,15 @@ class SuccessLabelling(gym.Wrapper):
         self.episodes_path = Path(store.root) / EPISODES
         self.labels = 0
         self._ep = None
+
+    @property
+    def scorer(self):
+        """The classifier scoring now, looked up on every use: a published retrain replaces the
+        model inside the chain (`ReloadingReward.inner`), and a scorer kept from the start would
+        hand the operator the old model's last frame and score for every label after the swap
+        (stop 45: session 10's 20 labels after v0001 were one stale frame, and v0002 was trained
+        on it; docs/bench/finetune/README.md, "Lift: what the operator counts as progress")."""
+        return find_in_chain(self.source, "last_images")
 
     def _version(self) -> str | None:
         v = find_in_chain(self.source, "version")
