@@ -159,8 +159,8 @@ class SuccessLabelling(gym.Wrapper):
         vetoer = find_in_chain(self.source, "last_vetoed")
         if vetoer is not None and vetoer.last_vetoed:
             ep["vetoes"] += 1
-        score = float(self.scorer.last_score)
-        images = self.scorer.last_images
+        scorer = self.scorer
+        score, images = float(scorer.last_score), scorer.last_images
         fired = bool(info.get("success")) and "human_label" not in info and not info.get("reward_missing")
         if images is not None:
             best = ep["best"]
