@@ -43,8 +43,8 @@ def twin_truth(task):
 
 
 def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
-    op = InterveningOperator(env, InterveneConfig(truth_url="sim twin", **options))
-    op.hands._truth = twin_truth(env.unwrapped.task)      # the person's eyes: the twin's poses
+    # the person's eyes: the twin's poses
+    op = InterveningOperator(env, InterveneConfig(**options), truth=twin_truth(env.unwrapped.task))
     driven = steps = alone = helped = taken = 0
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)

@@ -253,9 +253,8 @@ def _watching_operator(truths):
     from robolearn.teleop.intervening_operator import InterveneConfig, InterveningOperator
 
     env = gym.make(LIFT, control_hz=10)
-    op = InterveningOperator(env, InterveneConfig(truth_url="http://scene", patience_s=2.0, reaction_s=0.0))
     scene = iter(truths)
-    op.hands._truth = lambda: next(scene)
+    op = InterveningOperator(env, InterveneConfig(patience_s=2.0, reaction_s=0.0), truth=lambda: next(scene))
     return env, op
 
 

@@ -84,11 +84,13 @@ class InterveningOperator:
     name = "operator"
     wait_for_operator = False
 
-    def __init__(self, env, config: InterveneConfig | None = None):
+    def __init__(self, env, config: InterveneConfig | None = None, truth=None):
+        """`truth`: the scene as a callable (OperatorDevice); by default `config.truth_url`."""
         from robolearn.teleop.operator import OperatorConfig, OperatorDevice
 
         self.config = cfg = (config or InterveneConfig()).check()
-        self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed))
+        self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed),
+                                    truth=truth)
         hz = float(env.unwrapped.metadata.get("control_hz") or 0)
         if hz <= 0:
             raise ConfigError("the intervening operator counts robot time in control steps: the env "
@@ -141,7 +143,7 @@ class InterveningOperator:
         from robolearn.sim.arm_workspace import LIFT_HEIGHT
 
         cfg = self.config
-        truth = self.hands._truth()
+        truth = self.hands.seen()
         self.step += 1
         dist, height, gap = self._seen(truth)
         lifted = height >= LIFT_HEIGHT

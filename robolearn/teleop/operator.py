@@ -119,14 +119,17 @@ class OperatorDevice:
     name = "operator"
     wait_for_operator = False
 
-    def __init__(self, env, config: OperatorConfig | None = None):
+    def __init__(self, env, config: OperatorConfig | None = None, truth=None):
+        """`truth`: a callable returning the scene in /truth.json's shape, for a scene that is not
+        an emulator (a sim twin, a test); by default the operator fetches `config.truth_url`."""
         from robolearn.tasks.arm_scripted import LiftController
 
         self.config = cfg = config or OperatorConfig()
+        self._see = truth
         if cfg.mode not in MODES:
             raise ConfigError(f"operator mode={cfg.mode!r}: choose one of {', '.join(MODES)} (or intervene: "
                               "the operator who takes over a stuck policy, teleop/intervening_operator.py)")
-        if not cfg.truth_url:
+        if truth is None and not cfg.truth_url:
             raise ConfigError("the operator device needs truth_url: the emulator's /truth.json "
                               "(`robolearn emulate` prints it); a person at a physical arm uses "
                               "--device keyboard / spacemouse / leader instead")
@@ -144,7 +147,9 @@ class OperatorDevice:
         self.cmd_tol = 1e-6
 
     # what the person sees
-    def _truth(self) -> dict:
+    def seen(self) -> dict:
+        if self._see is not None:
+            return self._see()
         from robolearn.drivers.truth import fetch_truth
 
         return fetch_truth(self.config.truth_url)
@@ -171,7 +176,7 @@ class OperatorDevice:
         self.marks, self.held = 0, 0
 
     def read(self, obs=None) -> DeviceCommand:
-        return self.drive(self._truth())
+        return self.drive(self.seen())
 
     def drive(self, truth: dict) -> DeviceCommand:
         """One step of the person's hands, given what they see now (`truth`, /truth.json)."""
