@@ -55,6 +55,35 @@ def test_train_save_load_and_serve(tmp_path):
     assert len(loaded.latencies) == 2
 
 
+def _noisy_frames(seed=0, episodes=24, steps=10, size=16) -> dict:
+    """`fit_classifier`'s in-memory layout: noise frames a faint brightness step marks as lifted,
+    so the held-out F1 moves from epoch to epoch."""
+    rng = np.random.default_rng(seed)
+    ep = np.repeat(np.arange(episodes), steps)
+    labels = (ep % 2 == 0) & (np.tile(np.arange(steps), episodes) >= steps // 2)
+    imgs = rng.integers(0, 200, (len(ep), size, size, 3)) + 12 * labels[:, None, None, None]
+    return {"frames": {"front": imgs.astype(np.uint8)}, "labels": labels, "episode": ep,
+            "episodes": list(range(episodes)), "episode_has_success": [e % 2 == 0 for e in range(episodes)],
+            "cameras": ["front"], "image_shape": (size, size, 3), "env_id": "test"}
+
+
+def test_select_from_epoch_keeps_the_epoch_with_the_best_held_out_f1(tmp_path):
+    """The saved model is the best held-out epoch's, not the last one's (ties: the later)."""
+    from robolearn.rewards.classifier import fit_classifier
+
+    cfg = ClassifierConfig(**{**TINY, "epochs": 6, "augment_pad": 0}, select_from_epoch=2)
+    src, report = fit_classifier(_noisy_frames(), cfg, out=tmp_path / "model", log=lambda s: None)
+    f1s = report["held_out_f1_by_epoch"]
+    assert sorted(f1s) == [2, 3, 4, 5, 6] and len(set(f1s.values())) > 1, f1s  # a choice to make
+    best = max(f1s.values())
+    assert report["epoch"] == max(e for e, f in f1s.items() if f == best)
+    assert report["held_out"]["f1"] == pytest.approx(best, abs=1e-3)
+    assert ClassifierReward(tmp_path / "model").threshold == src.threshold  # the kept epoch's, saved
+    _, last = fit_classifier(_noisy_frames(), ClassifierConfig(**{**TINY, "epochs": 6, "augment_pad": 0}),
+                             log=lambda s: None)
+    assert last["epoch"] == 6 and last["held_out_f1_by_epoch"] == {}
+
+
 def test_bad_inputs_give_clear_errors(tmp_path):
     with pytest.raises(RewardModelError, match="no reward.json"):
         ClassifierReward(tmp_path / "nothing")
