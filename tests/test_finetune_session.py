@@ -204,6 +204,12 @@ def test_bad_launch_files(tmp_path, pretrained):
         config_from_dict({"finetune": {"checkpoint": "x", "warm_start": "magic"}})
     with pytest.raises(ConfigError, match="prior_data"):
         config_from_dict({"finetune": {"checkpoint": "x", "warm_start": "rlpd"}})
+    with pytest.raises(ConfigError, match="final_policy"):
+        config_from_dict({"finetune": {"checkpoint": "x", "final_policy": "best"}})
+    with pytest.raises(ConfigError, match="record = true"):
+        config_from_dict({"finetune": {"checkpoint": "x", "final_policy": "reward", "record": False}})
+    with pytest.raises(ConfigError, match="snapshot_every"):
+        config_from_dict({"finetune": {"checkpoint": "x", "final_policy": "reward", "snapshot_every": 0}})
     cfg = load_launch(_launch(tmp_path, pretrained))
     cfg.algo = "redq"
     with pytest.raises(ConfigError, match="networks must match"):
@@ -425,3 +431,20 @@ def test_eval_actions_sampled_acts_as_in_training_in_both_evaluations(tmp_path, 
     assert first["return"] == again["return"] and sampled["return"] != first["return"]
     with pytest.raises(ConfigError, match="eval_actions"):
         load_launch(_launch(tmp_path, pretrained, eval_actions="greedy"))
+
+
+def test_final_policy_reward_keeps_snapshots_and_evaluates_the_chosen_one(tmp_path, pretrained):
+    """`final_policy = "reward"`: the learner keeps a policy snapshot every `snapshot_every` env
+    steps and the final evaluation loads the one the report's `policy_selection` names."""
+    launch = _launch(tmp_path, pretrained, steps=200, final_policy="reward", snapshot_every=50)
+    r = subprocess.run(_cli("finetune", str(launch), "--quiet"), cwd=ROOT, capture_output=True,
+                       text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "session"
+    rep = json.loads((run / "session_report.json").read_text())
+    kept = sorted(p.name for p in (run / "policy_snapshots").iterdir())
+    assert len(kept) >= 3 and all((run / "policy_snapshots" / k / "policy.safetensors").is_file() for k in kept)
+    sel = rep["policy_selection"]
+    steps = [c["env_step"] for c in sel["candidates"]]
+    assert sel["chosen_env_step"] in steps and steps[-1] == sel["last_env_step"] >= 200
+    assert rep["final"]["checkpoint"] == sel["chosen_checkpoint"] and rep["final"]["episodes"] == 2

@@ -201,6 +201,8 @@ def _session(args, cfg, run_dir) -> int:
         cfg.learner.eval_episodes = 0  # evaluation happens on the robot, below
         if not cfg.learner.checkpoint_every:
             cfg.learner.checkpoint_every = 500
+        if ft.final_policy == "reward":  # snapshots to choose the final policy from
+            cfg.learner.policy_snapshot_every = ft.snapshot_every
         lc = cfg.learner
         lc.port = lc.port or free_port(lc.host)
         lc.weights_port = lc.weights_port or free_port(lc.host)
@@ -382,7 +384,17 @@ def _session(args, cfg, run_dir) -> int:
         report_extra["stopped_by_signal"] = stopping["signal"]
         if stopping["signal"] is None and not failed and ft.final_episodes:
             print(f"final: {ft.final_episodes} episodes of the fine-tuned policy on the robot", flush=True)
-            report_extra["final"] = F.evaluate_checkpoint(cfg, run_dir, ft.final_episodes)
+            final_policy = run_dir
+            if ft.final_policy == "reward":
+                from robolearn.runtime.policy_selection import choose_policy
+
+                final_policy, report_extra["policy_selection"] = choose_policy(run_dir, ft.snapshot_every)
+                sel = report_extra["policy_selection"]
+                print(f"final policy: the snapshot at env step {sel['chosen_env_step']} (last "
+                      f"{sel['last_env_step']}), chosen by the reward's successes without the operator: "
+                      + ", ".join(f"{r['env_step']}: {r['alone_successes']}/{r['episodes']}"
+                                  for r in sel["candidates"]), flush=True)
+            report_extra["final"] = F.evaluate_checkpoint(cfg, final_policy, ft.final_episodes)
             print(f"final: {json.dumps(report_extra['final'])}", flush=True)
         # the robot's wall time from the first motion to here, budget or not (the report's parts
         # sum the robot-busy pieces; this one also counts the robot idle while the learner starts)

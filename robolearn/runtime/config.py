@@ -38,6 +38,8 @@ class LearnerConfig:
     total_env_steps: int = 10_000    # stop after this many transitions received (0: never)
     publish_every: int = 25          # updates between weight broadcasts
     checkpoint_every: int = 0        # updates between checkpoints (0: only at the end)
+    policy_snapshot_every: int = 0   # env steps between policy snapshots kept beside the checkpoints
+                                     # (RUN/policy_snapshots; finetune's final_policy = "reward")
     eval_episodes: int = 20          # deterministic episodes at the end (0: skip)
     eval_every: int = 0              # also evaluate every this many env steps (0: only at the end)
     buffer_size: int = 0             # replay capacity (0: total_env_steps or 100k)
@@ -100,6 +102,7 @@ CALIBRATED_REWARD_OPTIONS = frozenset({"require_grasp", "threshold", "device"})
 CALIBRATED_PUSH_REWARD_OPTIONS = frozenset({"hidden"})   # ArmPush: the cube finder reward's one option
 CALIBRATED_REWARD_ENVS = ("ArmLift", "ArmPush")
 EVAL_ACTIONS = ("mean", "sampled")  # finetune.eval_actions
+FINAL_POLICIES = ("last", "reward")  # finetune.final_policy
 LOADS = ("agent", "policy", "none")  # none: same networks and options, fresh weights (scratch)
 
 
@@ -123,6 +126,11 @@ class FinetuneConfig:
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     eval_actions: str = "mean"       # zero-shot and final: the policy's mean action ("mean", SAC's usual
                                      # evaluation) or actions sampled as in training ("sampled")
+    final_policy: str = "last"       # the policy the final evaluation runs: "last" (the learner's last
+                                     # checkpoint) or "reward" (the policy snapshot whose training episodes
+                                     # the session's reward called lifted without the operator most often;
+                                     # never the truth: runtime/policy_selection.py)
+    snapshot_every: int = 500        # final_policy = "reward": env steps between kept policy snapshots
     record: bool = True              # every actor episode to RUN/episodes (crash-safe)
     reality: str = ""                # start an emulator with this reality file (tests, benches)
     calibrate_arm: bool = False      # stop calibration (robolearn calibrate-arm) on the robot first;
@@ -200,7 +208,7 @@ class LaunchConfig:
             if not isinstance(v, int) or not 0 <= v <= 65535:
                 raise ConfigError(f"learner.{name}={v!r}: must be a TCP port (0 = pick a free one)")
         for name in ("total_env_steps", "checkpoint_every", "eval_episodes", "buffer_size",
-                     "eval_every"):
+                     "eval_every", "policy_snapshot_every"):
             _int_at_least(lc, name, 0, "learner.")
         for name in ("publish_every", "threads", "max_message_bytes"):
             _int_at_least(lc, name, 1, "learner.")
@@ -256,6 +264,13 @@ class LaunchConfig:
                                   f"{', '.join(WARM_STARTS)}")
             if ft.eval_actions not in EVAL_ACTIONS:
                 raise ConfigError(f"finetune.eval_actions={ft.eval_actions!r}: choose one of {', '.join(EVAL_ACTIONS)}")
+            if ft.final_policy not in FINAL_POLICIES:
+                raise ConfigError(f"finetune.final_policy={ft.final_policy!r}: choose one of "
+                                  f"{', '.join(FINAL_POLICIES)}")
+            _int_at_least(ft, "snapshot_every", 1, "finetune.")
+            if ft.final_policy == "reward" and not ft.record:
+                raise ConfigError("finetune.final_policy = \"reward\" chooses by the recorded episodes: "
+                                  "set record = true")
             if not isinstance(ft.pretraining_replay, bool):
                 raise ConfigError(f"finetune.pretraining_replay={ft.pretraining_replay!r}: true or false")
             if ft.pretraining_replay and ft.warm_start != "rlpd":

@@ -172,10 +172,10 @@ def episode_curve(episodes: list[dict], hz: float, track_length: float) -> dict:
 
 def car_report_entries(run_dir: Path, hz: float, teleports_before, teleports_after) -> dict:
     """The car's entries of session_report.json (beside finetune_report's common ones)."""
-    from robolearn.runtime.finetune_report import _episodes
+    from robolearn.runtime.finetune_report import episode_records
     from robolearn.sim.track import Track
 
-    eps = _episodes(Path(run_dir) / "episodes")
+    eps = episode_records(Path(run_dir) / "episodes")
     out = {"car": episode_curve(eps, hz, Track().length)}
     if teleports_before is not None and teleports_after is not None:
         out["teleports"] = int(teleports_after) - int(teleports_before)

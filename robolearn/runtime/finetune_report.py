@@ -16,7 +16,7 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     """session_report.json + session_report.png from the recorded episodes, the learner's
     metrics and the actor summaries of a finetune run folder."""
     run_dir = Path(run_dir)
-    eps = _episodes(run_dir / "episodes")
+    eps = episode_records(run_dir / "episodes")
     robot_s = np.cumsum([e["steps"] for e in eps]) / control_hz if eps else np.zeros(0)
     model = [bool(e.get("success")) for e in eps]
     truth = [e.get("true_success") for e in eps]
@@ -187,7 +187,8 @@ def _count_lines(path: Path, *words: str) -> int:
         return 0
 
 
-def _episodes(root: Path) -> list[dict]:
+def episode_records(root: Path) -> list[dict]:
+    """Every readable RUN/episodes/episode_*/episode.json, in recording order."""
     if not (root / "meta.json").is_file():
         return []
     out = []

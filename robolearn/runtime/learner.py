@@ -68,6 +68,7 @@ class Learner:
                 pass
         self.dir = Path(run_dir) if run_dir else cfg.run_dir()
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._next_snapshot = 0          # env step of the next policy snapshot (policy_snapshot_every)
         self.stop_event = stop or threading.Event()
         if env is None and cfg.finetune is not None:  # never open the robot from the learner
             from robolearn.runtime.finetune import make_sim_twin
@@ -523,8 +524,18 @@ class Learner:
         state = {"env_steps": self.env_steps, "updates": int(self.agent.num_updates),
                  "launch": to_dict(c), "agent_overrides": agent_overrides(c), "mode": "async",
                  "train": dataclasses.asdict(train)}
-        return write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
+        path = write_checkpoint(self.dir / CHECKPOINTS, self.env_steps, self.agent,
                                 {"replay": self.replay}, state)
+        every = self.lcfg.policy_snapshot_every
+        if every and self.env_steps >= self._next_snapshot:
+            from robolearn.runtime.policy_selection import keep_policy_snapshot
+
+            try:
+                keep_policy_snapshot(path, self.dir)
+            except OSError as exc:  # the checkpoint itself is whole: training goes on
+                log.error("policy snapshot at env step %d not kept: %s", self.env_steps, exc)
+            self._next_snapshot = (self.env_steps // every + 1) * every
+        return path
 
     def evaluate(self) -> dict | None:
         if not self.lcfg.eval_episodes:

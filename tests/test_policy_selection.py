@@ -1,0 +1,84 @@
+"""`[finetune] final_policy = "reward"`: the final evaluation runs the policy snapshot whose
+training episodes the session's reward called successful without the operator most often,
+never judged by the emulator's truth (robolearn/runtime/policy_selection.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robolearn.errors import DatasetError
+from robolearn.runtime.policy_selection import FILES, SNAPSHOTS, choose_policy, keep_policy_snapshot
+
+
+def _run(tmp_path: Path, episodes: list[tuple[int, bool, int, bool]], snapshots: list[int], last: int) -> Path:
+    """A run folder: episodes (steps, reward success, interventions, true success) in order,
+    policy snapshots at the given env steps and the learner's last checkpoint."""
+    run = tmp_path / "run"
+    (run / "episodes").mkdir(parents=True)
+    (run / "episodes" / "meta.json").write_text("{}")
+    for i, (steps, success, interventions, truth) in enumerate(episodes):
+        d = run / "episodes" / f"episode_{i:06d}"
+        d.mkdir()
+        (d / "episode.json").write_text(json.dumps({"index": i, "steps": steps, "success": success,
+                                                    "interventions": interventions, "true_success": truth}))
+    for step in snapshots:
+        d = run / SNAPSHOTS / f"step_{step:09d}"
+        d.mkdir(parents=True)
+        for f in FILES:
+            (d / f).write_text("{}")
+    ck = run / "checkpoints" / f"step_{last:09d}"
+    ck.mkdir(parents=True)
+    (ck / "trainer.json").write_text("{}")
+    (run / "checkpoints" / "latest.json").write_text(json.dumps({"checkpoint": ck.name, "env_steps": last}))
+    return run
+
+
+def test_the_snapshot_whose_episodes_the_reward_called_lifted_alone_is_chosen(tmp_path):
+    # 40 episodes of 50 steps (2000 env steps): alone successes only around env step 1000;
+    # the truth says the late episodes lifted (and the reward missed them): it must not count
+    eps = [(50, 900 <= 50 * i + 25 <= 1100, 0, False) for i in range(40)]
+    eps[-8:] = [(50, False, 0, True)] * 8
+    eps[5] = (50, True, 3, True)                  # lifted, but the operator drove: not the policy's
+    run = _run(tmp_path, eps, [500, 1000, 1500], last=2000)
+    path, rep = choose_policy(run, 250)
+    assert rep["chosen_env_step"] == 1000 and path == run / SNAPSHOTS / "step_000001000"
+    row = {r["env_step"]: r for r in rep["candidates"]}
+    assert row[1000]["alone_successes"] == 4 and row[1000]["episodes"] == 10
+    assert row[500]["alone_successes"] == 0 and row[2000]["score"] == 0.0
+    assert rep["last_env_step"] == 2000 and set(row) == {500, 1000, 1500, 2000}
+
+
+def test_ties_go_to_the_later_policy_and_thin_windows_get_no_score(tmp_path):
+    eps = [(100, True, 0, True)] * 20             # every episode lifted alone: all tie
+    run = _run(tmp_path, eps, [500, 1000], last=2000)
+    path, rep = choose_policy(run, 200)
+    assert rep["chosen_env_step"] == 2000 and path == run / "checkpoints" / "step_000002000"
+    path, rep = choose_policy(run, 100)           # 2-3 episodes a window: no score, the last is run
+    assert all(r["score"] is None for r in rep["candidates"]) and rep["chosen_env_step"] == 2000
+
+
+def test_an_unfinished_snapshot_is_not_a_candidate_and_no_episodes_is_an_error(tmp_path):
+    run = _run(tmp_path, [(50, True, 0, True)] * 12, [250], last=600)
+    (run / SNAPSHOTS / "step_000000300.tmp").mkdir()
+    half = run / SNAPSHOTS / "step_000000350"
+    half.mkdir()
+    (half / "trainer.json").write_text("{}")     # no policy.safetensors: never loaded
+    _, rep = choose_policy(run, 300)
+    assert [r["env_step"] for r in rep["candidates"]] == [250, 600]
+    empty = _run(tmp_path / "e", [], [250], last=600)
+    with pytest.raises(DatasetError, match="no recorded episodes"):
+        choose_policy(empty, 300)
+
+
+def test_keep_policy_snapshot_copies_what_load_policy_reads(tmp_path):
+    ck = tmp_path / "checkpoints" / "step_000000700"
+    ck.mkdir(parents=True)
+    for f in FILES:
+        (ck / f).write_text(f)
+    (ck / "agent.safetensors").write_text("big")
+    out = keep_policy_snapshot(ck, tmp_path)
+    assert out == tmp_path / SNAPSHOTS / "step_000000700"
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert (out / "trainer.json").read_text() == "trainer.json"
