@@ -473,6 +473,51 @@ def test_the_grasp_check_vetoes_a_held_cube_below_the_lift_height():
         env.close()
 
 
+def test_the_grasp_check_pays_a_lift_only_when_it_is_measured_on_two_steps_in_a_row():
+    """Lift sessions 16-17's false positives ended on the one step where a fast-rising grasp point
+    first crossed the lift height, the true cube still below it: that first step is vetoed, the
+    next (the cube still held up) is paid."""
+    from robolearn.registry import register_all
+    from robolearn.rewards.grasp_check import LIFT_HOLD_STEPS, lifted_height
+    from robolearn.sim.arm_workspace import LIFT_HEIGHT
+
+    assert LIFT_HOLD_STEPS == 2
+    register_all()
+    check = GripperHoldCheck(AlwaysSuccess())
+    env = gym.make("robolearn/ArmLift-v0", reward_source=check)
+    try:
+        obs, _ = env.reset(seed=2)
+        task = env.unwrapped.task
+        ctl = env.unwrapped.scripted_controller()
+        ctl.reset()
+        up_steps, paid_at = [], None
+        for t in range(80):
+            obs, r, term, _, info = env.step(ctl.act(obs))
+            if check.lifted_steps >= 1:
+                up_steps.append(t)
+                assert lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
+            if info["success"]:
+                paid_at = t
+                break
+        assert up_steps and paid_at == up_steps[0] + 1 and up_steps == [paid_at - 1, paid_at]
+        assert r == 1.0 and term
+    finally:
+        env.close()
+    once = GripperHoldCheck(AlwaysSuccess(), lift_steps=1)                   # the old rule: paid at once
+    env = gym.make("robolearn/ArmLift-v0", reward_source=once)
+    try:
+        obs, _ = env.reset(seed=2)
+        ctl = env.unwrapped.scripted_controller()
+        ctl.reset()
+        for t in range(80):
+            obs, r, term, _, info = env.step(ctl.act(obs))
+            if info["success"]:
+                break
+        assert t == up_steps[0]
+    finally:
+        env.close()
+
+
 def test_the_grasp_check_vetoes_a_slow_gripper_still_closing_on_nothing_at_the_lift_height():
     """The hard arm's slow servos take 7 steps to close from open; while they move the gripper reads
     "commanded closed, measured open, short of the command" with nothing between the fingers.

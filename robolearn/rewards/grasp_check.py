@@ -15,7 +15,11 @@ For a lift the check also asks the arm's kinematics: the measured grasp point (f
 kinematics of the measured joints) must be at the lift height, with the held cube's centre
 `GRASP_OFFSET_M` below it (measured on the sim arm's scripted lifts: 3.3-4.2 mm). The camera
 classifier's false positives in the wrist sessions were cubes held low or seen at an angle
-(docs/bench/finetune/): a height the joints measure cannot be faked by a view.
+(docs/bench/finetune/): a height the joints measure cannot be faked by a view. The lift must
+also be measured on `LIFT_HOLD_STEPS` consecutive steps: every false positive of lift sessions
+16-17 (9 of them) was a fast policy-alone lift ended on the one step where the grasp point,
+rising 1.5-2 cm a step, first crossed the lift height while the true cube was still below it
+(the cube lags a fast-rising hand; a real system asks for a success that lasts, too).
 
 The fingers must also be AT REST (`GRIPPER_AT_REST`): a slow servo closing on nothing reads
 "commanded closed, measured open, short of the command" for as long as it is still moving. On
@@ -43,6 +47,8 @@ GRIPPER_AT_REST = 0.03
 #: lift session 8's one false positive with an open hand (1.577 rad of 1.6). A held cube reads
 #: 1.17-1.29 rad on the hard arm (93 true lifts, sessions 7-8), 1.30-1.46 on the sim arm.
 OPEN_STOP_MARGIN = 0.1
+#: control steps in a row the held cube must be measured at the lift height before a lift is paid
+LIFT_HOLD_STEPS = 2
 
 
 def lifted_height(ee_z: float) -> float:
@@ -93,12 +99,16 @@ class GripperHold:
 
 class GripperHoldCheck:
     """RewardSource: `inner`'s success only while the gripper holds something (closed on it, at
-    rest; for a lift: at the lift height), else reward 0, no success; counted in `vetoes`. Reads
-    the arm task of the env it is bound to, every step (the at-rest test needs each reading)."""
+    rest; for a lift: at the lift height on `lift_steps` steps in a row), else reward 0, no
+    success; counted in `vetoes`. Reads the arm task of the env it is bound to, every step (the
+    at-rest and in-a-row tests need each reading)."""
 
-    def __init__(self, inner, held_margin: float = 0.35, blocked_margin: float = 0.35):
+    def __init__(self, inner, held_margin: float = 0.35, blocked_margin: float = 0.35,
+                 lift_steps: int = LIFT_HOLD_STEPS):
         self.inner = inner
         self.hold = GripperHold(held_margin, blocked_margin)
+        self.lift_steps = max(1, int(lift_steps))
+        self.lifted_steps = 0
         self.env = None
         self.vetoes = 0
         self.last_vetoed = False
@@ -110,6 +120,7 @@ class GripperHoldCheck:
 
     def reset(self) -> None:
         self.last_vetoed = False
+        self.lifted_steps = 0
         self.hold.reset()
         self.inner.reset()
 
@@ -124,8 +135,10 @@ class GripperHoldCheck:
             raise RewardModelError("[reward] require_grasp reads the arm's gripper: it needs an arm env "
                                    "and where = \"env\" (the model in the control loop)")
         held = self.hold(task)
-        if held and getattr(task, "name", "") == "lift":
-            return lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
+        if getattr(task, "name", "") == "lift":
+            up = held and lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
+            self.lifted_steps = self.lifted_steps + 1 if up else 0
+            return self.lifted_steps >= self.lift_steps
         return held
 
     def __call__(self, obs: dict, info: dict) -> tuple[float, bool]:
