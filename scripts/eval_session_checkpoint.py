@@ -10,6 +10,10 @@ with the last checkpoint needs the other one run the same way. It reads RUN/fine
 `[finetune] reality` names and runs `runtime.finetune.evaluate_checkpoint` (the same seeds and
 mean actions as the final evaluation; true success from the emulator's truth). Prints the result
 as JSON. This is extra emulated robot time that a session report does not count.
+
+`--trace` also prints one JSON line per episode from the emulator's truth: how high the cube
+got, how close the hand came, how far the cube was pushed, the gripper at the end and the
+policy's cube estimate error over the first 5 steps: what a failed lift did (stop 48).
 """
 from __future__ import annotations
 
@@ -17,9 +21,58 @@ import argparse
 import json
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
+
 from robolearn.errors import ConfigError
 from robolearn.runtime import finetune as F
 from robolearn.runtime.config import load_launch
+
+
+class TruthTrace(gym.Wrapper):
+    """Prints a summary of each episode from the emulator's truth (never seen by the policy)."""
+
+    def __init__(self, env, truth_url: str):
+        super().__init__(env)
+        self.url, self.steps, self.episode = truth_url, [], 0
+
+    def reset(self, **kw):
+        self._report()
+        return self.env.reset(**kw)
+
+    def step(self, action):
+        from robolearn.drivers.truth import fetch_truth
+
+        obs, r, term, trunc, info = self.env.step(action)
+        t = fetch_truth(self.url)
+        state = obs["state"] if isinstance(obs, dict) else obs
+        est = np.asarray(state, np.float64).ravel()[-3:]   # the perception's cube estimate (world)
+        self.steps.append((np.asarray(t["bodies"]["cube"][:3], np.float64), np.asarray(t["sites"]["ee"]),
+                           float(self.env.unwrapped.task.measured_gripper), est,
+                           bool(info.get("success")), bool(info.get("true_success"))))
+        return obs, r, term, trunc, info
+
+    def close(self):
+        self._report()
+        return self.env.close()
+
+    def _report(self) -> None:
+        from robolearn.sim.arm_workspace import CUBE_HALF
+
+        if not self.steps:
+            return
+        cube = np.array([s[0] for s in self.steps])
+        ee = np.array([s[1] for s in self.steps])
+        est_err = [float(np.linalg.norm(s[3] - s[0])) for s in self.steps[:5]]
+        print(json.dumps({
+            "episode": self.episode, "steps": len(self.steps),
+            "success": any(s[4] for s in self.steps), "true_success": any(s[5] for s in self.steps),
+            "max_lift_m": round(float(cube[:, 2].max() - CUBE_HALF), 4),
+            "hand_to_cube_min_m": round(float(np.linalg.norm(ee - cube, axis=1).min()), 4),
+            "cube_pushed_m": round(float(np.linalg.norm(cube[-1, :2] - cube[0, :2])), 4),
+            "gripper_last_rad": round(self.steps[-1][2], 2),
+            "estimate_error_first5_m": round(float(np.mean(est_err)), 4)}), flush=True)
+        self.steps, self.episode = [], self.episode + 1
 
 
 def main() -> None:
@@ -27,6 +80,7 @@ def main() -> None:
     ap.add_argument("run", help="the session's run folder (holds finetune_launch.toml)")
     ap.add_argument("checkpoint", help="a checkpoint or RUN/policy_snapshots/step_N folder")
     ap.add_argument("--episodes", type=int, default=20)
+    ap.add_argument("--trace", action="store_true", help="a line per episode from the truth (arm tasks)")
     args = ap.parse_args()
     launch = Path(args.run) / "finetune_launch.toml"
     if not launch.is_file():
@@ -38,6 +92,9 @@ def main() -> None:
     try:
         cfg.env_kwargs.update(emulator.env_kwargs())
         cfg.finetune.truth_url = emulator.truth_url
+        if args.trace:   # evaluate_checkpoint builds its env through this module-level function
+            make_env = F.make_robot_env
+            F.make_robot_env = lambda c: TruthTrace(make_env(c), emulator.truth_url)
         print(json.dumps(F.evaluate_checkpoint(cfg, args.checkpoint, args.episodes)), flush=True)
     finally:
         emulator.stop()
