@@ -446,76 +446,61 @@ def test_the_grasp_check_rejects_an_open_gripper_on_a_classifier_positive_frame(
         env.close()
 
 
+def _scripted_lift(check, seed: int, steps: int = 80):
+    """The sim arm's scripted lift under `check`: yields (t, task, reward, terminated, info) until
+    the check pays a success or `steps` run out."""
+    from robolearn.registry import register_all
+
+    register_all()
+    env = gym.make("robolearn/ArmLift-v0", reward_source=check)
+    try:
+        obs, _ = env.reset(seed=seed)
+        ctl = env.unwrapped.scripted_controller()
+        ctl.reset()
+        for t in range(steps):
+            obs, r, term, _, info = env.step(ctl.act(obs))
+            yield t, env.unwrapped.task, r, term, info
+            if info["success"]:
+                return
+    finally:
+        env.close()
+
+
 def test_the_grasp_check_vetoes_a_held_cube_below_the_lift_height():
     """A lift: the cube held but not yet up (the classifier fooled by a low lift) is vetoed;
     at the lift height the arm's kinematics agree with the truth."""
-    from robolearn.registry import register_all
     from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
 
-    register_all()
     check = GripperHoldCheck(AlwaysSuccess())
-    env = gym.make("robolearn/ArmLift-v0", reward_source=check)
-    try:
-        obs, _ = env.reset(seed=1)
-        task = env.unwrapped.task
-        ctl = env.unwrapped.scripted_controller()
-        ctl.reset()
-        seen_low_hold = False
-        for _ in range(80):
-            obs, r, term, _, info = env.step(ctl.act(obs))
-            true_lift = float(task.cube_pose()[0][2]) - CUBE_HALF
-            if check.last_vetoed and task.measured_gripper > 0.35 and true_lift < LIFT_HEIGHT:
-                seen_low_hold = True                                         # held, low: vetoed
-            if info["success"]:
-                break
-        assert seen_low_hold and info["success"] and true_lift >= LIFT_HEIGHT - 0.002
-    finally:
-        env.close()
+    seen_low_hold = False
+    for _, task, r, term, info in _scripted_lift(check, seed=1):
+        true_lift = float(task.cube_pose()[0][2]) - CUBE_HALF
+        if check.last_vetoed and task.measured_gripper > 0.35 and true_lift < LIFT_HEIGHT:
+            seen_low_hold = True                                             # held, low: vetoed
+    assert seen_low_hold and info["success"] and true_lift >= LIFT_HEIGHT - 0.002
 
 
 def test_the_grasp_check_pays_a_lift_only_when_it_is_measured_on_two_steps_in_a_row():
     """Lift sessions 16-17's false positives ended on the one step where a fast-rising grasp point
     first crossed the lift height, the true cube still below it: that first step is vetoed, the
     next (the cube still held up) is paid."""
-    from robolearn.registry import register_all
     from robolearn.rewards.grasp_check import LIFT_HOLD_STEPS, lifted_height
     from robolearn.sim.arm_workspace import LIFT_HEIGHT
 
     assert LIFT_HOLD_STEPS == 2
-    register_all()
     check = GripperHoldCheck(AlwaysSuccess())
-    env = gym.make("robolearn/ArmLift-v0", reward_source=check)
-    try:
-        obs, _ = env.reset(seed=2)
-        task = env.unwrapped.task
-        ctl = env.unwrapped.scripted_controller()
-        ctl.reset()
-        up_steps, paid_at = [], None
-        for t in range(80):
-            obs, r, term, _, info = env.step(ctl.act(obs))
-            if check.lifted_steps >= 1:
-                up_steps.append(t)
-                assert lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
-            if info["success"]:
-                paid_at = t
-                break
-        assert up_steps and paid_at == up_steps[0] + 1 and up_steps == [paid_at - 1, paid_at]
-        assert r == 1.0 and term
-    finally:
-        env.close()
-    once = GripperHoldCheck(AlwaysSuccess(), lift_steps=1)                   # the old rule: paid at once
-    env = gym.make("robolearn/ArmLift-v0", reward_source=once)
-    try:
-        obs, _ = env.reset(seed=2)
-        ctl = env.unwrapped.scripted_controller()
-        ctl.reset()
-        for t in range(80):
-            obs, r, term, _, info = env.step(ctl.act(obs))
-            if info["success"]:
-                break
-        assert t == up_steps[0]
-    finally:
-        env.close()
+    up_steps, paid_at = [], None
+    for t, task, r, term, info in _scripted_lift(check, seed=2):
+        if check.lifted_steps >= 1:
+            up_steps.append(t)
+            assert lifted_height(task.ee_pos[2]) >= LIFT_HEIGHT
+        if info["success"]:
+            paid_at = t
+    assert up_steps and paid_at == up_steps[0] + 1 and up_steps == [paid_at - 1, paid_at]
+    assert r == 1.0 and term
+    once = [t for t, *_, info in _scripted_lift(GripperHoldCheck(AlwaysSuccess(), lift_steps=1), seed=2)
+            if info["success"]]                                              # the old rule: paid at once
+    assert once == [up_steps[0]]
 
 
 def test_the_grasp_check_vetoes_a_slow_gripper_still_closing_on_nothing_at_the_lift_height():
