@@ -13,7 +13,14 @@ as JSON. This is extra emulated robot time that a session report does not count.
 
 `--trace` also prints one JSON line per episode from the emulator's truth: how high the cube
 got, how close the hand came, how far the cube was pushed, the gripper at the end and the
-policy's cube estimate error over the first 5 steps: what a failed lift did (stop 48).
+policy's cube estimate error over the first 5 steps and while the hand is within 5 cm of the
+cube on the table: what a failed lift did (stop 48).
+
+`--scripted estimate|truth` runs the scripted lift (robolearn/tasks/arm_scripted.py, the
+operator's own controller) instead of a checkpoint, steered by the policy's cube estimate (the
+last 3 state entries: the wrist localiser in the world frame) or by the emulator's truth: what a
+controller that knows how to lift achieves with the policy's perception, another route to the
+limit a learned policy can reach on this robot (stop 49). The checkpoint argument is then omitted.
 """
 from __future__ import annotations
 
@@ -64,6 +71,9 @@ class TruthTrace(gym.Wrapper):
         cube = np.array([s[0] for s in self.steps])
         ee = np.array([s[1] for s in self.steps])
         est_err = [float(np.linalg.norm(s[3] - s[0])) for s in self.steps[:5]]
+        # where it matters: the estimate while the hand is within 5 cm of the cube, before a lift
+        near = [float(np.linalg.norm(s[3] - s[0])) for s in self.steps
+                if np.linalg.norm(s[1] - s[0]) < 0.05 and s[0][2] - CUBE_HALF < 0.01]
         print(json.dumps({
             "episode": self.episode, "steps": len(self.steps),
             "success": any(s[4] for s in self.steps), "true_success": any(s[5] for s in self.steps),
@@ -71,17 +81,66 @@ class TruthTrace(gym.Wrapper):
             "hand_to_cube_min_m": round(float(np.linalg.norm(ee - cube, axis=1).min()), 4),
             "cube_pushed_m": round(float(np.linalg.norm(cube[-1, :2] - cube[0, :2])), 4),
             "gripper_last_rad": round(self.steps[-1][2], 2),
-            "estimate_error_first5_m": round(float(np.mean(est_err)), 4)}), flush=True)
+            "estimate_error_first5_m": round(float(np.mean(est_err)), 4),
+            "estimate_error_near_m": round(float(np.mean(near)), 4) if near else None}), flush=True)
         self.steps, self.episode = [], self.episode + 1
+
+
+class ScriptedLift(gym.Wrapper):
+    """The scripted lift as the policy: `act` steers `LiftControllerWithRetry` toward the cube the
+    source gives (`estimate`: the policy's perception; `truth`: the emulator's /truth.json)."""
+
+    def __init__(self, env, source: str, truth_url: str):
+        from robolearn.tasks.arm_scripted import LiftControllerWithRetry
+
+        super().__init__(env)
+        self.source, self.url, self.obs = source, truth_url, None
+        self.ctrl = LiftControllerWithRetry(env.unwrapped.task, env)
+        self.ctrl.cube = self._cube
+        self.ctrl.at = self._at
+
+    def _at(self, goal, tol: float = 0.004) -> bool:
+        """As `_ArmController.at`, with the commanded target within 3 mm of the goal rather than on
+        it: a goal that follows a noisy estimate moves every step, so the target never lands on it."""
+        from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
+
+        task = self.ctrl.task
+        goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
+        return (float(np.abs(task.ee_cmd - goal).max()) < 0.003
+                and float(np.linalg.norm(task.ee_pos - goal)) < tol)
+
+    def _cube(self) -> np.ndarray:
+        from robolearn.drivers.truth import fetch_truth
+        from robolearn.sim.arm_workspace import CUBE_HALF
+
+        if self.source == "truth":
+            return np.asarray(fetch_truth(self.url)["bodies"]["cube"][:3], np.float64)
+        state = self.obs["state"] if isinstance(self.obs, dict) else self.obs
+        est = np.asarray(state, np.float64).ravel()[-3:].copy()
+        est[2] = max(est[2], CUBE_HALF)      # the cube rests on the table at the lowest
+        return est
+
+    def reset(self, **kw):
+        self.obs, info = self.env.reset(**kw)
+        self.ctrl.reset()
+        return self.obs, info
+
+    def act(self, obs) -> np.ndarray:
+        self.obs = obs
+        return self.ctrl.act(obs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="the session's run folder (holds finetune_launch.toml)")
-    ap.add_argument("checkpoint", help="a checkpoint or RUN/policy_snapshots/step_N folder")
+    ap.add_argument("checkpoint", nargs="?", help="a checkpoint or RUN/policy_snapshots/step_N folder")
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--trace", action="store_true", help="a line per episode from the truth (arm tasks)")
+    ap.add_argument("--scripted", choices=("estimate", "truth"),
+                    help="run the scripted lift on the policy's cube estimate or on the truth, not a checkpoint")
     args = ap.parse_args()
+    if (args.checkpoint is None) == (args.scripted is None):
+        raise SystemExit("pass a checkpoint or --scripted estimate|truth (one of the two)")
     launch = Path(args.run) / "finetune_launch.toml"
     if not launch.is_file():
         raise SystemExit(f"{launch} not found: pass the run folder of a `robolearn finetune` session")
@@ -95,7 +154,18 @@ def main() -> None:
         if args.trace:   # evaluate_checkpoint builds its env through this module-level function
             make_env = F.make_robot_env
             F.make_robot_env = lambda c: TruthTrace(make_env(c), emulator.truth_url)
-        print(json.dumps(F.evaluate_checkpoint(cfg, args.checkpoint, args.episodes)), flush=True)
+        if args.scripted:
+            made = []
+
+            def make():
+                made.append(ScriptedLift(F.make_robot_env(cfg), args.scripted, emulator.truth_url))
+                return made[-1]
+
+            res = F.evaluate_on_robot(make, lambda o: made[-1].act(o), args.episodes, seed=cfg.seed + 7_000)
+            res["scripted"] = args.scripted
+        else:
+            res = F.evaluate_checkpoint(cfg, args.checkpoint, args.episodes)
+        print(json.dumps(res), flush=True)
     finally:
         emulator.stop()
 
