@@ -24,6 +24,8 @@ from robolearn.robot import ArmSpec, ArmState
 class ServoArm:
     """Arm over a `ServoBus`. `calibration` must list the spec's joints then "gripper"."""
 
+    paces_itself = True   # `advance` waits to the period deadline (robolearn/robot.py)
+
     def __init__(self, bus: ServoBus, spec: ArmSpec, calibration: Calibration,
                  safety: ArmSafety | None = None, write_limits: bool = True,
                  enable_torque: bool = True):

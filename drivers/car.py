@@ -38,6 +38,8 @@ IO_ERRORS = (serial.SerialException, OSError, termios.error, ValueError)
 class SerialCar:
     """Car over pyserial. Units at the boundary: rad, m, m/s, s; throttle in [-1, 1]."""
 
+    paces_itself = True   # `advance` waits to the period deadline (robolearn/robot.py)
+
     def __init__(self, port: str, spec: CarSpec, baudrate: int = 115_200,
                  timeout_ms: int = cp.DEFAULT_TIMEOUT_MS,
                  telemetry_period_ms: int = cp.DEFAULT_TELEMETRY_PERIOD_MS,

@@ -7,7 +7,9 @@ the whole sim-to-real step. Units: radians, rad/s, metres, m/s, seconds (monoton
 Time: `advance(dt)` is the one place time passes. The sim integrates physics for `dt`; a real
 backend waits until `dt` has elapsed since the previous `advance` (the fixed-rate runtime loop
 may do that waiting instead and call `advance(0)`). It returns the overrun in seconds (how late
-the backend was for that period; always 0.0 in sim).
+the backend was for that period; always 0.0 in sim). A backend that waits in `advance` says so
+with `paces_itself = True`: a runtime loop stepping it then takes the backend's overrun as the
+tick's, since every tick ends at the backend's deadline, not before the loop's (runtime/loop.py).
 """
 from __future__ import annotations
 

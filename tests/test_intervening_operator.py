@@ -284,6 +284,22 @@ def test_the_operator_counts_a_grasp_under_way_as_progress(gaps, first_driven):
         env.close()
 
 
+@pytest.mark.parametrize("bob", [False, True])
+def test_a_gripper_that_fumbles_beside_the_cube_is_not_progress(bob):
+    """Closing, reopening and closing again beside the cube (the failed lifts of sessions 11, 18
+    and 19 closed 11 times an episode): two grasps count, the third does not, so the operator takes
+    over 2 s after the second. Closing 1.5 cm higher and coming back down open does not count as
+    nearing the cube (nearer is measured from the nearest so far)."""
+    gaps = [0.04] * 5 + ([0.03] * 3 + [0.04] * 3) * 8
+    dists = [0.03] * 5 + [0.045 if bob and i % 6 < 3 else 0.03 for i in range(48)]
+    env, op = _watching_operator([_scene(g, d) for g, d in zip(gaps, dists)])
+    try:
+        engaged = [op.read().engaged for _ in gaps]
+        assert engaged.index(True) == 11 + 20     # the second grasp began at step 11
+    finally:
+        env.close()
+
+
 def test_a_grasp_far_from_the_cube_is_not_progress():
     env, op = _watching_operator([_scene(0.04 - 0.002 * min(i, 15), dist=0.09) for i in range(30)])
     try:

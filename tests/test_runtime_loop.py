@@ -159,3 +159,50 @@ def test_intervention_action_is_what_gets_recorded():
                        on_step=seen.append, clock=SimClock(), spin_s=0.0)
     loop.run(max_ticks=5)
     assert seen and all(np.allclose(t["action"], [-0.25]) for t in seen)
+
+
+class SelfPacedPendulum(gym.Wrapper):
+    """A backend that waits to its own period deadline inside `step`, as the drivers' `Pacer`
+    does on a real arm: its grid trails the loop's by the tick's work, so every tick ends just
+    after the loop's deadline while only the `slow` steps come late to the backend."""
+
+    def __init__(self, clock, period, slow, paces_itself=True):
+        from types import SimpleNamespace
+
+        super().__init__(DictPendulum())
+        self.clock, self.period, self.slow, self.n, self.t_prev = clock, period, slow, 0, None
+        if paces_itself:
+            self.unwrapped.backend = SimpleNamespace(robot=SimpleNamespace(paces_itself=True))
+
+    def reset(self, **kw):
+        self.t_prev = None
+        return self.env.reset(**kw)
+
+    def step(self, action):
+        self.n += 1
+        self.clock.work(0.030 if self.n in self.slow else 0.002)   # the work before `advance`
+        now = self.clock.now()
+        target = (now if self.t_prev is None else self.t_prev) + self.period
+        overrun = now - target if now - target > 1e-9 else 0.0   # not the clock's rounding
+        if overrun:                      # late: the backend restarts its schedule from now
+            self.t_prev = now
+        else:                            # on time: it waits to its deadline
+            self.clock.t, self.t_prev = target, target
+        obs, r, te, tr, info = self.env.step(action)
+        return obs, r, te, tr, {**info, "overrun": overrun}
+
+
+def test_a_backend_that_paces_itself_counts_its_own_overruns():
+    """A real arm waits to its own deadline in `advance`, so the loop's ticks all end past the
+    loop's deadline; the overruns are the steps the backend found late (2), not every tick."""
+    def run(paces_itself):
+        clock = SimClock()
+        env = SelfPacedPendulum(clock, 0.02, slow={5, 12}, paces_itself=paces_itself)
+        loop = ControlLoop(env, lambda: (lambda o: np.array([0.1], np.float32)), hz=50,
+                           clock=clock, spin_s=0.0)
+        st = loop.run(max_ticks=19)   # one reset tick + 18 steps, inside one 20-step episode
+        env.close()
+        return st
+
+    assert run(paces_itself=True).overruns == 2
+    assert run(paces_itself=False).overruns >= 10   # what the end-time count made of it (12)
