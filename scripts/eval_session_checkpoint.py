@@ -97,17 +97,7 @@ class ScriptedLift(gym.Wrapper):
         self.source, self.url, self.obs = source, truth_url, None
         self.ctrl = LiftControllerWithRetry(env.unwrapped.task, env)
         self.ctrl.cube = self._cube
-        self.ctrl.at = self._at
-
-    def _at(self, goal, tol: float = 0.004) -> bool:
-        """As `_ArmController.at`, with the commanded target within 3 mm of the goal rather than on
-        it: a goal that follows a noisy estimate moves every step, so the target never lands on it."""
-        from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
-
-        task = self.ctrl.task
-        goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
-        return (float(np.abs(task.ee_cmd - goal).max()) < 0.003
-                and float(np.linalg.norm(task.ee_pos - goal)) < tol)
+        self.ctrl.cmd_tol = 0.003    # the goal follows the estimate: within 3 mm is there
 
     def _cube(self) -> np.ndarray:
         from robolearn.drivers.truth import fetch_truth
