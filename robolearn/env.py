@@ -190,6 +190,12 @@ class RobotEnv(gym.Env):
             self.backend.close()
 
     @property
+    def paces_itself(self) -> bool:
+        """Whether the backend waits to its own period deadline inside `step` (robolearn/robot.py):
+        a runtime loop then counts the backend's late steps as its overruns."""
+        return bool(getattr(self.backend.robot, "paces_itself", False))
+
+    @property
     def sim(self):
         """The simulator handle (`model`, `data`, `n_substeps`, `render`) or None on hardware."""
         return self.backend.privileged

@@ -9,7 +9,8 @@ backend waits until `dt` has elapsed since the previous `advance` (the fixed-rat
 may do that waiting instead and call `advance(0)`). It returns the overrun in seconds (how late
 the backend was for that period; always 0.0 in sim). A backend that waits in `advance` says so
 with `paces_itself = True`: a runtime loop stepping it then takes the backend's overrun as the
-tick's, since every tick ends at the backend's deadline, not before the loop's (runtime/loop.py).
+tick's, since every tick ends at the backend's deadline, not before the loop's (runtime/loop.py,
+through `RobotEnv.paces_itself`).
 """
 from __future__ import annotations
 

@@ -167,12 +167,10 @@ class SelfPacedPendulum(gym.Wrapper):
     after the loop's deadline while only the `slow` steps come late to the backend."""
 
     def __init__(self, clock, period, slow, paces_itself=True):
-        from types import SimpleNamespace
-
         super().__init__(DictPendulum())
         self.clock, self.period, self.slow, self.n, self.t_prev = clock, period, slow, 0, None
         if paces_itself:
-            self.unwrapped.backend = SimpleNamespace(robot=SimpleNamespace(paces_itself=True))
+            self.unwrapped.paces_itself = True      # what RobotEnv says of a ServoArm backend
 
     def reset(self, **kw):
         self.t_prev = None
@@ -206,3 +204,21 @@ def test_a_backend_that_paces_itself_counts_its_own_overruns():
 
     assert run(paces_itself=True).overruns == 2
     assert run(paces_itself=False).overruns >= 10   # what the end-time count made of it (12)
+
+
+def test_the_env_says_whether_its_backend_paces_itself():
+    """`RobotEnv.paces_itself`: the servo arm's (driver over the byte protocol, on the emulator)
+    waits to its own deadline, the simulator's does not; the loop reads it from the env."""
+    from robolearn.drivers.emulation import start_emulator
+
+    sim = gym.make("robolearn/ArmReach-v0")
+    assert sim.unwrapped.paces_itself is False
+    assert ControlLoop(sim, lambda: (lambda o: sim.action_space.sample()), hz=10).backend_paces is False
+    sim.close()
+    with start_emulator("arm", reality=None) as robot:
+        arm = gym.make("robolearn/ArmReach-v0", backend="real", port=robot.port, timeout=0.1)
+        try:
+            assert arm.unwrapped.paces_itself is True
+            assert ControlLoop(arm, lambda: (lambda o: arm.action_space.sample()), hz=10).backend_paces is True
+        finally:
+            arm.close()

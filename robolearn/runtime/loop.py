@@ -204,8 +204,7 @@ class ControlLoop:
         self.episodes: list[dict] = []
         self.env_steps = 0
         self._first_reset = True
-        robot = getattr(getattr(getattr(env, "unwrapped", env), "backend", None), "robot", None)
-        self.backend_paces = bool(getattr(robot, "paces_itself", False))   # FixedRateLoop: overruns
+        self.backend_paces = bool(getattr(getattr(env, "unwrapped", env), "paces_itself", False))  # overruns
 
     @property
     def stats(self) -> LoopStats:
