@@ -15,7 +15,8 @@ as JSON. This is extra emulated robot time that a session report does not count.
 got, how close the hand came, how far the cube was pushed, the gripper at the end and the
 policy's cube estimate error over the first 5 steps and while the hand is within 5 cm of the
 cube on the table (all such steps, and those where the hand moved under 2 mm): what a failed
-lift did (stop 48, 50).
+lift did (stop 48); and at the end, that error near the cube by the hand's speed over all
+episodes (stop 50).
 
 `--scripted estimate|truth` runs the scripted lift (robolearn/tasks/arm_scripted.py, the
 operator's own controller) instead of a checkpoint, steered by the policy's cube estimate (the
@@ -43,6 +44,7 @@ class TruthTrace(gym.Wrapper):
     def __init__(self, env, truth_url: str):
         super().__init__(env)
         self.url, self.steps, self.episode = truth_url, [], 0
+        self.near_steps = []     # (hand speed m/s, error m, x-y error m) near the cube, all episodes
 
     def reset(self, **kw):
         self._report()
@@ -62,7 +64,25 @@ class TruthTrace(gym.Wrapper):
 
     def close(self):
         self._report()
+        self._report_by_speed()
         return self.env.close()
+
+    def _report_by_speed(self) -> None:
+        """The estimate's error near the cube by the hand's speed, over all episodes: the wrist
+        camera's frame is placed with the joints read at the same step, so a lag between the two
+        shows as error that grows with motion (stop 50)."""
+        if not self.near_steps:
+            return
+        a = np.array(self.near_steps)
+        rows = []
+        for lo, hi in ((0.0, 0.02), (0.02, 0.05), (0.05, 0.10), (0.10, np.inf)):
+            m = (a[:, 0] >= lo) & (a[:, 0] < hi)
+            if m.any():
+                rows.append({"hand_speed_m_s": [lo, None if hi == np.inf else hi], "steps": int(m.sum()),
+                             "error_mm": round(float(a[m, 1].mean()) * 1000, 1),
+                             "error_xy_mm": round(float(a[m, 2].mean()) * 1000, 1)})
+        print(json.dumps({"estimate_error_near_by_hand_speed": rows}), flush=True)
+        self.near_steps = []
 
     def _report(self) -> None:
         from robolearn.sim.arm_workspace import CUBE_HALF
@@ -79,6 +99,10 @@ class TruthTrace(gym.Wrapper):
         # ... and on the steps the hand moved under 2 mm (0.02 m/s at 10 Hz): the wrist camera's
         # frame and the joints it is placed with then agree whatever their latency (stop 50)
         still = [e for i, e in zip(near_ix, near) if i and np.linalg.norm(ee[i] - ee[i - 1]) < 0.002]
+        hz = float(self.env.unwrapped.task.control_hz)
+        self.near_steps += [(float(np.linalg.norm(ee[i] - ee[i - 1])) * hz, e,
+                             float(np.linalg.norm(self.steps[i][3][:2] - self.steps[i][0][:2])))
+                            for i, e in zip(near_ix, near) if i]
         print(json.dumps({
             "episode": self.episode, "steps": len(self.steps),
             "success": any(s[4] for s in self.steps), "true_success": any(s[5] for s in self.steps),
