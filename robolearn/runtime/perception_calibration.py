@@ -42,7 +42,7 @@ class PerceptionCalibrationConfig:
     sim_heldout: int = 300             # more sim frames, held out: the sim error before and after
     epochs: int = 15                   # with lr 1e-3: the held-out robot-frame error near the cube
     lr: float = 1e-3                   # on the table 10.5/9.6/9.2 -> 8.2/7.9/7.6 mm against 6 epochs at
-                                       # 3e-4, on sessions 21/20/19's frames (stop 50; ~10 s more wall)
+                                       # 3e-4, on sessions 21/20/19's frames (stop 50; training 28 -> 52 s)
     seed: int = 0
     mark_every: int = 5                # the operator puts the cube back on the mark every so many
                                        # cycles: a grasp centres the cube across the fingers only, so
