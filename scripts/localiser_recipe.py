@@ -25,7 +25,7 @@ NEAR_M = 0.12    # camera to cube: the closer half of the on-table frames (media
 def main() -> None:
     from robolearn.policies.perception import Localiser, collect_frames
     from robolearn.runtime.perception_calibration import (PerceptionCalibrationConfig, adapt_localiser,
-                                                          localiser_frames)
+                                                          heldout_cycles, localiser_frames)
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="a fine-tuning session's run folder (RUN/perception_calibration/frames.npz)")
@@ -42,8 +42,7 @@ def main() -> None:
     loc = Localiser.load(args.localiser)
     images, labels = localiser_frames(data, loc, "front", args.localiser)
     pc = PerceptionCalibrationConfig()
-    cycles = np.unique(data["cycle"])
-    val = np.isin(data["cycle"], cycles[len(cycles) - max(1, int(round(pc.heldout * len(cycles)))):])
+    val = heldout_cycles(data["cycle"], pc.heldout)
     sx, sy = collect_frames(args.env, pc.sim_frames + pc.sim_heldout, loc.camera, seed=pc.seed + 17,
                             in_camera_frame=loc.frame == "camera")
     k = pc.sim_frames

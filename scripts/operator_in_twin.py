@@ -12,6 +12,8 @@ session's training episodes.
 
     python scripts/operator_in_twin.py runs/lift-wrist-perception runs/lift-camera-8 --episodes 30
     python scripts/operator_in_twin.py ... --set grip_progress_m=1.0   # the rule without the grasp
+    python scripts/operator_in_twin.py ... --set landing_m=0.02        # + a finger coming down on the cube (stop 51)
+    python scripts/operator_in_twin.py ... --unattended                # nobody drives: landings seen, lifted or not
 """
 from __future__ import annotations
 
@@ -35,11 +37,34 @@ def twin_truth(task):
     """The twin's poses in /truth.json's shape (the parts the operator reads)."""
     def truth() -> dict:
         d, m = task.sim.data, task.sim.model
-        return {"bodies": {"cube": list(task.cube_pose()[0]),
-                           "finger_left": list(d.xpos[m.body("finger_left").id]),
-                           "finger_right": list(d.xpos[m.body("finger_right").id])},
+        return {"bodies": {"cube": [*task.cube_pose()[0], *task.cube_pose()[1]],
+                           **{f: [*d.xpos[m.body(f).id], *d.xquat[m.body(f).id]]   # pose, as /truth.json
+                              for f in ("finger_left", "finger_right")}},
                 "sites": {"ee": list(task.ee_pos)}}
     return truth
+
+
+def finger_landings_unattended(env, agent, options: dict, episodes: int, seed: int) -> dict:
+    """The operator only watches (nobody takes over): in how many of the episodes the policy lifts
+    alone did it see a finger come down on the cube first (`landing_m`, 0.02 unless set)?"""
+    truth = twin_truth(env.unwrapped.task)
+    op = InterveningOperator(env, InterveneConfig(**{"landing_m": 0.02, **options}), truth=truth)
+    seen_lifted = seen_failed = lifted_n = 0
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        op.reset()
+        seen = lifted = False
+        while True:
+            seen = op.sees_finger_landing(truth()) or seen
+            obs, _, term, trunc, info = env.step(agent.act(obs, deterministic=False))
+            lifted = lifted or bool(info.get("success"))
+            if term or trunc:
+                break
+        lifted_n += lifted
+        seen_lifted += seen and lifted
+        seen_failed += seen and not lifted
+    return {"lifted": lifted_n, "landing_seen_in_lifted": seen_lifted,
+            "landing_seen_in_failed": seen_failed, "failed": episodes - lifted_n, "episodes": episodes}
 
 
 def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
@@ -64,7 +89,8 @@ def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
         alone += lifted and not took
         helped += lifted and took
     return {"driven_share": round(driven / steps, 3), "episodes_with_takeover": taken,
-            "lifted_alone": alone, "lifted_after_takeover": helped, "episodes": episodes}
+            "lifted_alone": alone, "lifted_after_takeover": helped, "episodes": episodes,
+            "takeover_reasons": op.stats()["takeover_reasons"]}
 
 
 def main() -> None:
@@ -76,6 +102,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=30)
     p.add_argument("--seed", type=int, default=7000)
     p.add_argument("--set", action="append", default=[], help="operator option KEY=VALUE (repeatable)")
+    p.add_argument("--unattended", action="store_true", help="nobody takes over: count the episodes where "
+                   "the operator saw a finger come down on the cube, lifted or not")
     args = p.parse_args()
     options = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
     torch.set_num_threads(1)
@@ -85,10 +113,15 @@ def main() -> None:
                    args.sim_params)
     try:
         for run in args.runs:
+            if args.unattended:
+                print(f"{run} {options or ''}: {finger_landings_unattended(env, policy_of(run, env), options, args.episodes, args.seed)}",
+                      flush=True)
+                continue
             rep = with_operator(env, policy_of(run, env), options, args.episodes, args.seed)
             print(f"{run} {options or ''}: driven share {rep['driven_share']:.3f}, episodes with a takeover "
                   f"{rep['episodes_with_takeover']}/{args.episodes}, lifted alone {rep['lifted_alone']}, "
-                  f"lifted after a takeover {rep['lifted_after_takeover']}", flush=True)
+                  f"lifted after a takeover {rep['lifted_after_takeover']}, takeovers by reason "
+                  f"{rep['takeover_reasons']}", flush=True)
     finally:
         env.close()
 

@@ -103,7 +103,8 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
         assert np.all(np.abs(closing) < 0.25) and np.std(closing) > 0.01
         assert set(np.unique(grip)) <= {-1.0, 1.0}            # the gripper is a button: no noise
         assert env.device.stats() == {"takeovers": 1, "driven_steps": len(driven),
-                                      "handbacks": {"lifted": 1, "gave_up": 0}}
+                                      "handbacks": {"lifted": 1, "gave_up": 0},
+                                      "takeover_reasons": {"stuck": 1, "landing": 0}}
     finally:
         env.close()
 
@@ -248,13 +249,14 @@ def test_bad_operator_option_values_stop_the_launch_file():
             "reality": "mild", "intervene_options": {"reaction_s": -0.1}}})
 
 
-def _watching_operator(truths):
+def _watching_operator(truths, **options):
     """The operator's rule alone: it watches a scripted scene (what /truth.json would say each step)."""
     from robolearn.teleop.intervening_operator import InterveneConfig, InterveningOperator
 
     env = gym.make(LIFT, control_hz=10)
     scene = iter(truths)
-    op = InterveningOperator(env, InterveneConfig(patience_s=2.0, reaction_s=0.0), truth=lambda: next(scene))
+    op = InterveningOperator(env, InterveneConfig(patience_s=2.0, reaction_s=0.0, **options),
+                             truth=lambda: next(scene))
     return env, op
 
 
@@ -304,5 +306,54 @@ def test_a_grasp_far_from_the_cube_is_not_progress():
     env, op = _watching_operator([_scene(0.04 - 0.002 * min(i, 15), dist=0.09) for i in range(30)])
     try:
         assert any(op.read().engaged for _ in range(30))
+    finally:
+        env.close()
+
+
+def _hand_scene(offset_y: float, tip_z: float, gap: float = 0.04) -> dict:
+    """/truth.json of a top-down hand over the 3 cm cube: its fingers' bodies `gap`/2 either side of
+    the hand's centre line, `offset_y` beside the cube's centre along the closing axis, fingertips
+    at `tip_z` (the model's: 52 mm below the finger bodies, the grasp site 18 mm above the tips)."""
+    cube = [0.22, 0.0, CUBE_HALF, 1, 0, 0, 0]
+    body_z = tip_z + 0.052
+    return {"bodies": {"cube": cube, "finger_left": [0.22, offset_y + gap / 2, body_z, 1, 0, 0, 0],
+                       "finger_right": [0.22, offset_y - gap / 2, body_z, 1, 0, 0, 0]},
+            "sites": {"ee": [0.22, offset_y, tip_z + 0.018]}}
+
+
+@pytest.mark.parametrize("offset_y, first_driven", [
+    (0.008, 7),       # 8 mm off: the right finger comes down on the cube's top face
+    (-0.008, 7),      # ... the left one
+    (0.003, None),    # 3 mm off: both fingers pass beside the cube (the 4 cm gripper's 5 mm margin)
+])
+@pytest.mark.parametrize("landing_m", [0.02, 0.0])
+def test_the_operator_takes_over_when_a_finger_comes_down_on_the_cube(offset_y, first_driven, landing_m):
+    """The failed lifts land a finger on the cube's edge and push it: a person sees the finger
+    coming down on the cube and takes over at once (no patience), before the push; a hand coming
+    down with the cube between its fingers is left alone."""
+    top = 2 * CUBE_HALF
+    tips = [top + 0.052 - 0.005 * i for i in range(11)] + [top - 0.005] * 4   # down 5 mm a step
+    env, op = _watching_operator([_hand_scene(offset_y, z) for z in tips], landing_m=landing_m)
+    try:
+        engaged = [op.read().engaged for _ in tips]
+        if not landing_m:          # off (the default): the descent is progress, no takeover in 1.5 s
+            assert not any(engaged)
+            return
+        # step 7: the fingertip 1.7 cm above the top face (2.2 cm at step 6 is too high to tell)
+        assert (engaged.index(True) if any(engaged) else None) == first_driven
+        if first_driven is not None:
+            assert op.stats()["takeover_reasons"] == {"stuck": 0, "landing": 1}
+    finally:
+        env.close()
+
+
+def test_a_hand_hovering_over_the_cube_is_not_landing():
+    """Fingertips held 1 cm over the cube's edge (the policy re-aiming) are not coming down: the
+    operator waits out its patience as before."""
+    env, op = _watching_operator([_hand_scene(0.008, 2 * CUBE_HALF + 0.01)] * 25, landing_m=0.02)
+    try:
+        engaged = [op.read().engaged for _ in range(25)]
+        assert engaged.index(True) == 20
+        assert op.stats()["takeover_reasons"] == {"stuck": 1, "landing": 0}
     finally:
         env.close()

@@ -216,11 +216,20 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
     return {"episode": ep.arrays(), "look": look.arrays()}, stats
 
 
+def heldout_cycles(cycle: np.ndarray, share: float) -> np.ndarray:
+    """Mask of the frames of the last `share` of calibration cycles (at least one; none with two
+    cycles or fewer): held out by cycle, since a cycle's frames see one cube placement."""
+    cycles = np.unique(cycle)
+    n_val = max(1, int(round(share * len(cycles)))) if len(cycles) > 2 else 0
+    return np.isin(cycle, cycles[len(cycles) - n_val:]) if n_val else np.zeros(len(cycle), bool)
+
+
 def adapt_localiser(localiser, images: np.ndarray, labels: np.ndarray, sim_images: np.ndarray,
-                    sim_labels: np.ndarray, epochs: int = 15, lr: float = 1e-3, seed: int = 0,
-                    head_only: bool = False):
+                    sim_labels: np.ndarray, epochs: int | None = None, lr: float | None = None,
+                    seed: int = 0, head_only: bool = False):
     """Fine-tune a copy of `localiser` on robot frames + sim frames (equal weight per frame);
-    `head_only`: the conv backbone stays as trained in sim (a frozen-feature candidate)."""
+    `head_only`: the conv backbone stays as trained in sim (a frozen-feature candidate).
+    `epochs` / `lr` default to the calibration's recipe (`PerceptionCalibrationConfig`)."""
     import copy
 
     import torch
@@ -228,6 +237,9 @@ def adapt_localiser(localiser, images: np.ndarray, labels: np.ndarray, sim_image
 
     from robolearn.policies.perception import Localiser, _augment
 
+    recipe = PerceptionCalibrationConfig()
+    epochs = recipe.epochs if epochs is None else epochs
+    lr = recipe.lr if lr is None else lr
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     net = copy.deepcopy(localiser.net).train().requires_grad_(True)
@@ -276,9 +288,7 @@ def calibrate_localisers(frames: dict, policy_localiser_dir: str | Path | None, 
     report = {}
 
     def split(data):
-        cycles = np.unique(data["cycle"])
-        n_val = max(1, int(round(cfg.heldout * len(cycles)))) if len(cycles) > 2 else 0
-        return np.isin(data["cycle"], cycles[len(cycles) - n_val:]) if n_val else np.zeros(len(data["cycle"]), bool)
+        return heldout_cycles(data["cycle"], cfg.heldout)
 
     look = frames.get("look")
     if look is None:

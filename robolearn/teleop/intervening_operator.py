@@ -23,7 +23,16 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   the policy was closing on the cube, in episodes it went on to lift alone (8-9 of the fires
   in 30 sampled episodes of the sessions' final policies in the servo-fitted sim, against 0-2
   with it: docs/bench/finetune/README.md, "Lift: what the operator counts as progress"). With no progress for
-  `patience_s` (2 s) of robot time and the cube not lifted, the operator decides to take over;
+  `patience_s` (2 s) of robot time and the cube not lifted, the operator decides to take over.
+  With `landing_m` > 0 (e.g. 0.02; the lift launch file's setting) the operator also decides at
+  once on seeing a finger **come down on the cube**: a fingertip over the cube's top face, within
+  `landing_m` above it and going down (or touching it),
+  the cube not between the fingers. With the 4 cm gripper and the 3 cm cube that is an offset of
+  5 mm or more along the fingers' closing axis, the failed lifts of every session since stop 45
+  (the finger lands on the cube's edge and pushes it 2-9 cm; docs/bench/finetune/README.md, "Lift:
+  the operator sees a finger land on the cube"); a person watching sees it before the push.
+  `landing_m = 0` (the default) is the stop-49 rule alone.
+  Either way
   at most `max_per_episode` (1) takeovers an episode (a person does not wrestle a policy all
   episode long). There is no "leaving the workspace" rule: the arm's action mapping clips the
   commanded gripper to the workspace box, so the arm cannot leave it.
@@ -55,6 +64,23 @@ from robolearn.teleop.base import DeviceCommand, action_dim, clip_action
 log = logging.getLogger(__name__)
 
 
+#: points of a fingertip's bottom face in its finger's frame (the model's finger box: 24 x 8 mm,
+#: its centre 4 mm inward of the finger body and 52 mm below it; y mirrored for the right finger)
+_FINGER_TIP_GRID = np.array([[x, y, -0.052] for x in (-0.012, 0.0, 0.012) for y in (0.0, 0.008)])
+_DOWN_M = 0.001    # a fingertip this much lower than a step ago is going down
+_TOUCH_M = 0.003   # ... and one this close to the top face is on it
+
+
+def _rotation(pose) -> np.ndarray:
+    """The body's rotation matrix from its /truth.json pose [x, y, z, qw, qx, qy, qz] (identity if absent)."""
+    if len(pose) < 7:
+        return np.eye(3)
+    w, x, y, z = (float(v) for v in pose[3:7])
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
 @dataclass
 class InterveneConfig:
     truth_url: str = ""          # the emulator's /truth.json: what the person at the table sees
@@ -64,6 +90,7 @@ class InterveneConfig:
     grip_progress_m: float = 0.005   # ... or the fingers' gap this much narrower within near_m of the cube
     near_m: float = 0.05
     grasp_tries: int = 2         # grasps that count as progress until the hand gets nearer or the cube higher
+    landing_m: float = 0.0       # > 0: a fingertip this close above the cube's top face, going down: take over
     reaction_s: float = 0.3      # decision -> hands on the device; lift seen -> hands off
     noise: float = 0.05          # std of the hand's noise on the translation dims (action units)
     max_takeover_s: float = 6.0  # hand back after this long even without a lift
@@ -74,7 +101,7 @@ class InterveneConfig:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ConfigError(f"intervening operator: {k}={v!r} must be a number > 0")
-        for k in ("reaction_s", "noise"):
+        for k in ("reaction_s", "noise", "landing_m"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
@@ -116,6 +143,7 @@ class InterveningOperator:
         self.takeovers = 0           # over the device's life
         self.driven_steps = 0
         self.handbacks = {"lifted": 0, "gave_up": 0}
+        self.reasons = {"stuck": 0, "landing": 0}   # why each takeover was decided
         self.reset()
 
     def reset(self) -> None:
@@ -128,6 +156,8 @@ class InterveningOperator:
         self._until = None           # step at which the reaction ends (take over / let go)
         self._since = 0              # step the takeover began
         self._why = ""               # why the operator hands back: lifted | gave_up
+        self._reason = ""            # why the operator decided to take over: stuck | landing
+        self._tip_height = math.inf  # the lowest fingertip over the cube's top face, last step
 
     def _seen(self, truth: dict) -> tuple[float, float, float]:
         """(gripper-cube distance, cube height, finger gap) as a person at the table sees them."""
@@ -139,6 +169,29 @@ class InterveningOperator:
         gap = (float(np.linalg.norm(np.subtract(bodies["finger_left"][:3], bodies["finger_right"][:3])))
                if "finger_left" in bodies and "finger_right" in bodies else math.inf)
         return float(np.linalg.norm(ee - cube)), float(cube[2] - CUBE_HALF), gap
+
+    def sees_finger_landing(self, truth: dict) -> bool:
+        """A fingertip over the cube's top face, at most `landing_m` above it and lower than a
+        step ago (or touching it): a finger is coming down on the cube, not beside it. Call it once
+        a control step (it remembers the last step's fingertip height); False with `landing_m` 0."""
+        from robolearn.sim.arm_workspace import CUBE_HALF
+
+        cfg, bodies = self.config, truth["bodies"]
+        if not cfg.landing_m or "finger_left" not in bodies or "finger_right" not in bodies:
+            return False
+        cube = np.asarray(bodies["cube"][:3], float)
+        to_cube = _rotation(bodies["cube"]).T             # world -> the cube's own axes
+        lowest = math.inf
+        for name, side in (("finger_left", 1.0), ("finger_right", -1.0)):
+            pose = bodies[name]
+            tips = np.asarray(pose[:3], float) + _FINGER_TIP_GRID * (1.0, side, 1.0) @ _rotation(pose).T
+            local = (tips - cube) @ to_cube.T
+            over = (np.abs(local[:, 0]) < CUBE_HALF) & (np.abs(local[:, 1]) < CUBE_HALF)
+            if over.any():
+                lowest = min(lowest, float(local[over, 2].min()) - CUBE_HALF)
+        before, self._tip_height = self._tip_height, lowest
+        going_down = math.isfinite(before) and lowest < before - _DOWN_M   # over the face a step ago too
+        return 0.0 <= lowest <= cfg.landing_m and (going_down or lowest < _TOUCH_M)
 
     def _progressed(self, dist: float, height: float, gap: float) -> bool:
         if gap > self._ref[2]:       # the fingers reopen: a new grasp from here counts again
@@ -167,12 +220,17 @@ class InterveningOperator:
         lifted = height >= LIFT_HEIGHT
         if self._ref is None:
             self._restart_watch(dist, height, gap)
+        landing = self.sees_finger_landing(truth)
         if self.state == "watching":
-            if self._progressed(dist, height, gap):   # measured from the best so far from now on
+            can_take = not lifted and self.episode_takeovers < cfg.max_per_episode
+            if can_take and landing:
+                self.state, self._until, self._reason = "reacting", self.step + self.reaction_steps, "landing"
+                log.info("operator: a finger is coming down on the cube (%.3f m above its top): taking over "
+                         "in %.1f s", self._tip_height, self.reaction_steps / self.hz)
+            elif self._progressed(dist, height, gap):   # measured from the best so far from now on
                 self._ref, self._last_progress = (min(dist, self._ref[0]), max(height, self._ref[1]), gap), self.step
-            elif (not lifted and self.episode_takeovers < cfg.max_per_episode
-                  and self.step - self._last_progress >= self.patience_steps):
-                self.state, self._until = "reacting", self.step + self.reaction_steps
+            elif can_take and self.step - self._last_progress >= self.patience_steps:
+                self.state, self._until, self._reason = "reacting", self.step + self.reaction_steps, "stuck"
                 log.info("operator: no progress for %.1f s (gripper %.3f m from the cube, cube %.3f m up): "
                          "taking over in %.1f s", (self.step - self._last_progress) / self.hz, dist, height,
                          self.reaction_steps / self.hz)
@@ -183,6 +241,7 @@ class InterveningOperator:
             self.state, self._since, self._until = "driving", self.step, None
             self.episode_takeovers += 1
             self.takeovers += 1
+            self.reasons[self._reason] += 1
             self.hands.reset()           # plan the lift from where the arm is now
         if self.state == "driving" and self._until is None:
             if lifted:
@@ -204,12 +263,12 @@ class InterveningOperator:
 
     def stats(self) -> dict:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
-                "handbacks": dict(self.handbacks)}
+                "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons)}
 
     def help(self) -> str:
         c = self.config
         return (f"operator (emulated person, sees {c.truth_url}): takes over after {c.patience_s:g} s without "
-                f"progress (reaction {c.reaction_s:g} s, hand noise {c.noise:g}), hands back after the lift "
+                f"progress or on seeing a finger come down on the cube (reaction {c.reaction_s:g} s, hand noise {c.noise:g}), hands back after the lift "
                 f"or {c.max_takeover_s:g} s, at most {c.max_per_episode} takeover(s) an episode")
 
     def close(self) -> None:
