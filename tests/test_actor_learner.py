@@ -210,6 +210,24 @@ def test_launch_end_to_end_smoke(tmp_path, procs):
     assert actor["exit_reason"] == "learner finished" and actor["weight_swaps"] > 0
 
 
+def test_a_lagging_learner_holds_the_actor_at_the_step_budget(tmp_path, procs):
+    """A 50 Hz actor against a learner due 100 updates a step: the learner is still working
+    through its due updates when the 200-step budget is reached. The actor holds from then on
+    (the learner's HOLD) instead of acting on, as a robot would past its robot-time budget."""
+    toml, out = write_toml(tmp_path, port=0, wport=0, steps=200, hz=50)
+    toml.write_text(toml.read_text().replace("[learner.agent]", "utd = 100\n\n[learner.agent]"))
+    launch = procs.start("launch", str(toml), "--quiet", name="launch")
+    rc = launch.wait(timeout=240)
+    assert rc == 0, launch.log_path.read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_reason"] == "total_env_steps reached"
+    assert summary["updates"] == 100 * (200 - 100 + 1)         # every due update was done
+    assert summary["holds_sent"] >= 1
+    assert 200 <= summary["env_steps"] <= 200 + 40             # what was in flight, no more
+    actor = json.loads((out / "actor_actor0.json").read_text())
+    assert actor["budget_held_ticks"] > 0 and actor["exit_reason"] == "learner finished"
+
+
 def test_launch_ctrl_c_stops_everything(tmp_path, procs):
     toml, out = write_toml(tmp_path, port=0, wport=0, actors=2)
     launch = procs.start("launch", str(toml), "--quiet", name="launch")

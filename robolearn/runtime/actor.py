@@ -59,6 +59,7 @@ class LearnerLink(threading.Thread):
         self.ever_connected = False
         self.refused: str | None = None
         self.shutdown = False
+        self.hold = False        # the learner's step budget is reached: stop stepping (HOLD)
         self.sent = 0
         self.dropped = 0
         self.weights_received = 0
@@ -232,9 +233,13 @@ class LearnerLink(threading.Thread):
             self.weights_received += 1
             self.weights_version = int(msg.get("version", -1))
             self._pending_weights = state
+            self.hold = self.hold or bool(msg.get("hold", False))   # sent after the budget: HOLD
         elif kind == M.SHUTDOWN and from_pub:
             if msg.get("env_hash") == self.fingerprint["hash"]:
                 self.shutdown = True
+        elif kind == M.HOLD and from_pub:
+            if msg.get("env_hash") == self.fingerprint["hash"]:
+                self.hold = True
 
     def _load_pending_weights(self) -> None:
         """Load the newest decoded weights into a spare agent (off the loop thread)."""
@@ -298,6 +303,7 @@ class Actor:
         self.rng = np.random.default_rng(self.seed)
         self.swaps = 0
         self.paused_ticks = 0
+        self.budget_held_ticks = 0   # ticks held after the learner's HOLD (step budget reached)
         self.exit_reason = "running"
         self._t0 = self._last_summary = time.monotonic()
         hz = self.acfg.loop_hz
@@ -369,6 +375,9 @@ class Actor:
         self._periodic_summary()
         if self.stop_event.is_set():
             return "pause"
+        if link.hold:   # the budget is spent: no more robot time while the learner catches up
+            self.budget_held_ticks += 1
+            return "pause"
         if self.camera.poll() == "pause":  # holding the robot until the cameras are back
             self.paused_ticks += 1
             return "pause"
@@ -431,7 +440,8 @@ class Actor:
             "sent": link.sent, "dropped": link.dropped, "weights_received": link.weights_received,
             "weights_version": link.weights_version, "weight_swaps": self.swaps,
             "reconnects": link.reconnects, "bad_messages": link.bad_messages,
-            "paused_ticks": self.paused_ticks, "learner_reached": link.ever_connected,
+            "paused_ticks": self.paused_ticks, "budget_held_ticks": self.budget_held_ticks,
+            "learner_reached": link.ever_connected,
             "loop": ctl.stats.summary(),
             **self.camera.summary(),
             **({"bus": bus_stats(self.env)} if bus_stats(self.env) is not None else {}),

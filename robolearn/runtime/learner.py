@@ -140,6 +140,7 @@ class Learner:
         self.actors: dict[bytes, ActorRecord] = {}
         self.weights_version = 0
         self.published = 0
+        self.holds_sent = 0   # HOLD broadcasts (the step budget reached while updates were due)
         self.bad_messages = 0
         self.nonfinite = 0           # transitions refused for NaN/inf (counted, logged)
         self.checkpoint_failures = 0  # periodic checkpoints that failed (disk full): logged, training went on
@@ -394,11 +395,26 @@ class Learner:
 
         self.weights_version = int(self.agent.num_updates)
         data = M.encode_weights(self.agent.policy_state(), self.weights_version,
-                                self.fingerprint["hash"], max_bytes=self.lcfg.max_message_bytes)
+                                self.fingerprint["hash"], max_bytes=self.lcfg.max_message_bytes,
+                                hold=self.holds_sent > 0)
         try:
             self.sockets.pub.send(data, zmq.NOBLOCK)
             self.published += 1
         except zmq.Again:
+            pass
+
+    def broadcast_hold(self) -> None:
+        """Tell the actors the step budget is reached: a learner still working through its due
+        updates would otherwise have them act on (robot time past the budget: two lift
+        sessions sharing 2 cores ran 6570 and 7266 steps of a 6000-step budget). Weights
+        published after it say `hold` too (the actors' SUB socket keeps only the newest
+        message). Sent every second until the last due update, for an actor that reconnects."""
+        import zmq
+
+        try:
+            self.sockets.pub.send(M.encode(M.HOLD, env_hash=self.fingerprint["hash"]), zmq.NOBLOCK)
+            self.holds_sent += 1
+        except zmq.ZMQError:
             pass
 
     def check_actors(self) -> None:
@@ -424,6 +440,7 @@ class Learner:
         total = self.lcfg.total_env_steps
         reason = "stopped"
         last_pub = (-1, 0.0)  # (updates, time) of the last idle re-publish
+        last_hold = -1e9      # when HOLD was last broadcast (every second while catching up)
         try:
             while not self.stop_event.is_set():
                 due = self.updates_due()
@@ -456,9 +473,13 @@ class Learner:
                 if ce and self.agent.num_updates - last_ckpt >= ce:
                     self.periodic_checkpoint()
                     last_ckpt = self.agent.num_updates
-                if total and self.env_steps >= total and self.updates_due() <= 0:
-                    reason = "total_env_steps reached"
-                    break
+                if total and self.env_steps >= total:
+                    if self.updates_due() <= 0:
+                        reason = "total_env_steps reached"
+                        break
+                    if now - last_hold >= 1.0:   # a lagging learner: the actors hold meanwhile
+                        self.broadcast_hold()
+                        last_hold = now
             return self.finish(reason)
         finally:
             self.close()
@@ -581,7 +602,7 @@ class Learner:
             "eval_episodes": self.last_eval["episodes"] if self.last_eval else 0,
             "eval_curve": self.eval_curve + ([(self.env_steps, self.last_eval["success_rate"])]
                                              if self.last_eval else []),
-            "checkpoint": str(ckpt), "refused": self.refused,
+            "checkpoint": str(ckpt), "refused": self.refused, "holds_sent": self.holds_sent,
             **({"finetune": self.finetune_info} if self.finetune_info else {}),
             **({"prior_runs": self.prior_runs_report} if self.prior_runs_report else {}),
             "data_endpoint": self.sockets.data_endpoint,

@@ -32,9 +32,11 @@ TRANSITIONS = "transitions"  # actor -> learner: a batch of transitions (stacked
 HEARTBEAT = "heartbeat"    # both ways: liveness
 WEIGHTS = "weights"        # learner -> actors (PUB): safetensors policy state
 SHUTDOWN = "shutdown"      # learner -> actors (PUB): training finished, stop
+HOLD = "hold"              # learner -> actors (PUB): the env-step budget is reached, stop stepping
+                           # and hold the robot until SHUTDOWN (the learner finishes its updates)
 SCORE = "score"            # learner -> reward server: request id + a batch of next observations
 SCORES = "scores"          # reward server -> learner: request id + rewards (NaN = MISSING), success
-TYPES = (HELLO, WELCOME, REFUSE, TRANSITIONS, HEARTBEAT, WEIGHTS, SHUTDOWN, SCORE, SCORES)
+TYPES = (HELLO, WELCOME, REFUSE, TRANSITIONS, HEARTBEAT, WEIGHTS, SHUTDOWN, HOLD, SCORE, SCORES)
 
 ALLOWED_DTYPES = {
     np.dtype(t).str for t in
@@ -221,13 +223,15 @@ def select_rows(batch: dict, keep: np.ndarray) -> dict:
 
 # -------------------------------------------------------------------------------- weights
 def encode_weights(state: dict, version: int, fingerprint_hash: str,
-                   max_bytes: int = MAX_MESSAGE_BYTES) -> bytes:
-    """policy_state() (flat tensors) -> WEIGHTS message with safetensors bytes."""
+                   max_bytes: int = MAX_MESSAGE_BYTES, hold: bool = False) -> bytes:
+    """policy_state() (flat tensors) -> WEIGHTS message with safetensors bytes. `hold`: the
+    step budget is reached (as HOLD): the actors' SUB socket keeps only the newest message, so
+    weights sent after HOLD carry it too."""
     from safetensors.torch import save
 
     tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     return encode(WEIGHTS, max_bytes=max_bytes, version=int(version),
-                  env_hash=fingerprint_hash, safetensors=save(tensors))
+                  env_hash=fingerprint_hash, safetensors=save(tensors), hold=bool(hold))
 
 
 def decode_weights(msg: dict) -> dict:
