@@ -16,7 +16,13 @@ got, how close the hand came, how far the cube was pushed, the gripper at the en
 policy's cube estimate error over the first 5 steps and while the hand is within 5 cm of the
 cube on the table (all such steps, and those where the hand moved under 2 mm): what a failed
 lift did (stop 48); and at the end, that error near the cube by the hand's speed over all
-episodes (stop 50).
+episodes (stop 50). Near the cube the error is also split along the fingers' closing axis (mean
+absolute and signed: the 4 cm gripper leaves the 3 cm cube 5 mm either side there), across it,
+and signed in height, and where the arm believes its hand is against the truth along that axis
+(the estimate is placed in the believed frame, so what the grasp sees is their difference) (stop 51).
+
+`--estimate-shift-mm X` moves the policy's cube estimate X mm along the fingers' closing axis
+(from the truth's finger poses: a diagnostic) before the policy sees it (stop 51).
 
 `--scripted estimate|truth` runs the scripted lift (robolearn/tasks/arm_scripted.py, the
 operator's own controller) instead of a checkpoint, steered by the policy's cube estimate (the
@@ -57,9 +63,12 @@ class TruthTrace(gym.Wrapper):
         t = fetch_truth(self.url)
         state = obs["state"] if isinstance(obs, dict) else obs
         est = np.asarray(state, np.float64).ravel()[-3:]   # the perception's cube estimate (world)
+        fingers = np.subtract(t["bodies"]["finger_left"][:2], t["bodies"]["finger_right"][:2])
         self.steps.append((np.asarray(t["bodies"]["cube"][:3], np.float64), np.asarray(t["sites"]["ee"]),
                            float(self.env.unwrapped.task.measured_gripper), est,
-                           bool(info.get("success")), bool(info.get("true_success"))))
+                           bool(info.get("success")), bool(info.get("true_success")),
+                           fingers / max(float(np.linalg.norm(fingers)), 1e-9),
+                           np.asarray(self.env.unwrapped.task.ee_pos, np.float64)))   # from the measured joints
         return obs, r, term, trunc, info
 
     def close(self):
@@ -99,6 +108,11 @@ class TruthTrace(gym.Wrapper):
         # ... and on the steps the hand moved under 2 mm (0.02 m/s at 10 Hz): the wrist camera's
         # frame and the joints it is placed with then agree whatever their latency (stop 50)
         still = [e for i, e in zip(near_ix, near) if i and np.linalg.norm(ee[i] - ee[i - 1]) < 0.002]
+        # ... split along the fingers' closing axis (the 4 cm gripper leaves the 3 cm cube 5 mm
+        # either side there) and across it, signed along it (the episode's bias) (stop 51)
+        along = [float(np.dot(self.steps[i][3][:2] - self.steps[i][0][:2], self.steps[i][6])) for i in near_ix]
+        across = [float(abs(np.dot(self.steps[i][6][::-1] * (1, -1), self.steps[i][3][:2] - self.steps[i][0][:2])))
+                  for i in near_ix]
         hz = float(self.env.unwrapped.task.control_hz)
         self.near_steps += [(float(np.linalg.norm(ee[i] - ee[i - 1])) * hz, e,
                              float(np.linalg.norm(self.steps[i][3][:2] - self.steps[i][0][:2])))
@@ -112,8 +126,51 @@ class TruthTrace(gym.Wrapper):
             "gripper_last_rad": round(self.steps[-1][2], 2),
             "estimate_error_first5_m": round(float(np.mean(est_err)), 4),
             "estimate_error_near_m": round(float(np.mean(near)), 4) if near else None,
-            "estimate_error_near_still_m": round(float(np.mean(still)), 4) if still else None}), flush=True)
+            "estimate_error_near_still_m": round(float(np.mean(still)), 4) if still else None,
+            "estimate_error_near_closing_axis_mm": round(float(np.mean(np.abs(along))) * 1000, 1) if along else None,
+            "estimate_bias_near_closing_axis_mm": round(float(np.mean(along)) * 1000, 1) if along else None,
+            "estimate_error_near_across_mm": round(float(np.mean(across)) * 1000, 1) if across else None,
+            "estimate_bias_near_vertical_mm": round(float(np.mean([self.steps[i][3][2] - self.steps[i][0][2]
+                                                                    for i in near_ix])) * 1000, 1) if near_ix else None,
+            # where the arm believes its hand is (kinematics of the measured joints) against the
+            # truth, along the closing axis: the estimate is placed in that believed frame too
+            "hand_believed_offset_near_closing_axis_mm": round(float(np.mean(
+                [np.dot(self.steps[i][7][:2] - self.steps[i][1][:2], self.steps[i][6]) for i in near_ix])) * 1000, 1)
+            if near_ix else None}),
+            flush=True)
         self.steps, self.episode = [], self.episode + 1
+
+
+class ShiftedEstimate(gym.Wrapper):
+    """Moves the policy's cube estimate (the last 3 state entries) `shift_mm` along the fingers'
+    closing axis (finger_right -> finger_left, from the truth: a diagnostic, never a product
+    path): does the grasp's window sit off the estimate (stop 51)?"""
+
+    def __init__(self, env, shift_mm: float, truth_url: str):
+        super().__init__(env)
+        self.shift, self.url = shift_mm / 1000.0, truth_url
+
+    def _moved(self, obs):
+        from robolearn.drivers.truth import fetch_truth
+
+        bodies = fetch_truth(self.url)["bodies"]
+        u = np.subtract(bodies["finger_left"][:2], bodies["finger_right"][:2])
+        u = u / max(float(np.linalg.norm(u)), 1e-9)
+        obs = dict(obs) if isinstance(obs, dict) else obs
+        state = np.array(obs["state"] if isinstance(obs, dict) else obs, copy=True)
+        state[..., -3:-1] += (self.shift * u).astype(state.dtype)
+        if isinstance(obs, dict):
+            obs["state"] = state
+            return obs
+        return state
+
+    def reset(self, **kw):
+        obs, info = self.env.reset(**kw)
+        return self._moved(obs), info
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        return self._moved(obs), r, term, trunc, info
 
 
 class ScriptedLift(gym.Wrapper):
@@ -156,6 +213,8 @@ def main() -> None:
     ap.add_argument("checkpoint", nargs="?", help="a checkpoint or RUN/policy_snapshots/step_N folder")
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--trace", action="store_true", help="a line per episode from the truth (arm tasks)")
+    ap.add_argument("--estimate-shift-mm", type=float, default=0.0,
+                    help="move the policy's cube estimate this far along the fingers' closing axis (diagnostic)")
     ap.add_argument("--scripted", choices=("estimate", "truth"),
                     help="run the scripted lift on the policy's cube estimate or on the truth, not a checkpoint")
     args = ap.parse_args()
@@ -171,7 +230,10 @@ def main() -> None:
     try:
         cfg.env_kwargs.update(emulator.env_kwargs())
         cfg.finetune.truth_url = emulator.truth_url
-        if args.trace:   # evaluate_checkpoint builds its env through this module-level function
+        if args.estimate_shift_mm:   # evaluate_checkpoint builds its env through this function
+            make_shifted = F.make_robot_env
+            F.make_robot_env = lambda c: ShiftedEstimate(make_shifted(c), args.estimate_shift_mm, emulator.truth_url)
+        if args.trace:
             make_env = F.make_robot_env
             F.make_robot_env = lambda c: TruthTrace(make_env(c), emulator.truth_url)
         if args.scripted:
