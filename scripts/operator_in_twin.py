@@ -37,7 +37,8 @@ def twin_truth(task):
     """The twin's poses in /truth.json's shape (the parts the operator reads)."""
     def truth() -> dict:
         d, m = task.sim.data, task.sim.model
-        return {"bodies": {"cube": [*task.cube_pose()[0], *task.cube_pose()[1]],
+        cube_pos, cube_quat = task.cube_pose()
+        return {"bodies": {"cube": [*cube_pos, *cube_quat],
                            **{f: [*d.xpos[m.body(f).id], *d.xquat[m.body(f).id]]   # pose, as /truth.json
                               for f in ("finger_left", "finger_right")}},
                 "sites": {"ee": list(task.ee_pos)}}

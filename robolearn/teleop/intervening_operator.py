@@ -73,12 +73,12 @@ _TOUCH_M = 0.003   # ... and one this close to the top face is on it
 
 def _rotation(pose) -> np.ndarray:
     """The body's rotation matrix from its /truth.json pose [x, y, z, qw, qx, qy, qz] (identity if absent)."""
-    if len(pose) < 7:
-        return np.eye(3)
-    w, x, y, z = (float(v) for v in pose[3:7])
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    import mujoco
+
+    mat = np.eye(3).ravel()
+    if len(pose) >= 7:
+        mujoco.mju_quat2Mat(mat, np.asarray(pose[3:7], np.float64))
+    return mat.reshape(3, 3)
 
 
 @dataclass
