@@ -11,7 +11,7 @@ with the hard arm's fitted servo physics (launch/hard_arm_sim_params.toml) and i
 session's training episodes.
 
     python scripts/operator_in_twin.py runs/lift-wrist-perception runs/lift-camera-8 --episodes 30
-    python scripts/operator_in_twin.py ... --set grip_progress_m=1.0   # the rule without the grasp
+    python scripts/operator_in_twin.py ... --set grasp_progress=False  # the rule without the grasp (the lift file's)
     python scripts/operator_in_twin.py ... --set landing_m=0.02        # + a finger coming down on the cube (stop 51)
     python scripts/operator_in_twin.py ... --unattended                # nobody drives: landings seen, lifted or not
 """

@@ -286,6 +286,30 @@ def test_the_operator_counts_a_grasp_under_way_as_progress(gaps, first_driven):
         env.close()
 
 
+def test_without_grasp_progress_only_nearer_or_higher_is_progress():
+    """`grasp_progress = false` (the lift session's launch file, stop 52): the slow grasp that
+    resets the patience above is no progress, so the operator takes over 2 s after the hand last
+    got nearer, while the fingers close; a lift is still progress."""
+    gaps = [0.04] * 5 + [0.04 - 0.0015 * i for i in range(1, 8)] + [0.0295] * 13
+    for grasp_progress, first_driven in ((True, None), (False, 20)):
+        env, op = _watching_operator([_scene(g) for g in gaps], grasp_progress=grasp_progress)
+        try:
+            engaged = [op.read().engaged for _ in gaps]
+            assert (engaged.index(True) if any(engaged) else None) == first_driven
+        finally:
+            env.close()
+    for rise, first_driven in ((0.0, 20), (0.011, None)):      # the cube 1.1 cm up at step 15: progress
+        scenes = [_scene(0.0295) for _ in range(25)]
+        for i in range(15, 25):
+            scenes[i]["bodies"]["cube"][2] += rise
+        env, op = _watching_operator(scenes, grasp_progress=False)
+        try:
+            engaged = [op.read().engaged for _ in scenes]
+            assert (engaged.index(True) if any(engaged) else None) == first_driven
+        finally:
+            env.close()
+
+
 @pytest.mark.parametrize("bob", [False, True])
 def test_a_gripper_that_fumbles_beside_the_cube_is_not_progress(bob):
     """Closing, reopening and closing again beside the cube (the failed lifts of sessions 11, 18

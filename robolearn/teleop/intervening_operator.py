@@ -9,8 +9,8 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   the cube and the gripper (nothing of it reaches a policy, a reward or a learner: the only
   trace is which steps were driven and the actions applied);
 - **rule** (what a person watching does): *progress* is the gripper `progress_m` (1 cm) nearer
-  the cube than at the last progress, the cube `progress_m` higher, or the fingers closing on
-  the cube: within `near_m` (5 cm) of it, their gap `grip_progress_m` (5 mm) narrower than at
+  the cube than at the last progress, the cube `progress_m` higher, or (with `grasp_progress`,
+  the default) the fingers closing on the cube: within `near_m` (5 cm) of it, their gap `grip_progress_m` (5 mm) narrower than at
   its widest since the last progress (a person sees a grasp under way, or a new attempt after
   the fingers reopened; a closed gripper that stays closed is no progress). Nearer and higher
   are measured from the best so far (a hand that backs off and returns has not progressed), and
@@ -22,7 +22,13 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   progress"). Without the grasp, the rule fired on the slow hard arm while
   the policy was closing on the cube, in episodes it went on to lift alone (8-9 of the fires
   in 30 sampled episodes of the sessions' final policies in the servo-fitted sim, against 0-2
-  with it: docs/bench/finetune/README.md, "Lift: what the operator counts as progress"). With no progress for
+  with it: docs/bench/finetune/README.md, "Lift: what the operator counts as progress"). The lift
+  session's launch file sets `grasp_progress = false` again (stop 52): the policy it fine-tunes is
+  a clone of what the operator drives (the anchor's pull on the operator's rows is ~30x the
+  critic's), and takeovers that start at the policy's own grasps teach it the grasp: finals
+  0.75-0.90 in 10 of 11 sessions without the grasp counted (sessions 1-9, 25, 26), against
+  0.50-0.80 in 14 with it; the share driven fell in session 25 and rose in 26
+  (docs/bench/finetune/README.md, "Lift: the operator as the teacher"). With no progress for
   `patience_s` (2 s) of robot time and the cube not lifted, the operator decides to take over.
   With `landing_m` > 0 (e.g. 0.02) the operator also decides at once on seeing a finger **come
   down on the cube**: a fingertip over the cube's top face, within `landing_m` above it and going
@@ -89,6 +95,7 @@ class InterveneConfig:
     progress_m: float = 0.01     # progress: gripper this much nearer the cube, or the cube this much higher
     grip_progress_m: float = 0.005   # ... or the fingers' gap this much narrower within near_m of the cube
     near_m: float = 0.05
+    grasp_progress: bool = True  # a grasp under way (the fingers closing near the cube) counts as progress
     grasp_tries: int = 2         # grasps that count as progress until the hand gets nearer or the cube higher
     landing_m: float = 0.0       # > 0: a fingertip this close above the cube's top face, going down: take over
     reaction_s: float = 0.3      # decision -> hands on the device; lift seen -> hands off
@@ -105,6 +112,8 @@ class InterveneConfig:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
+        if not isinstance(self.grasp_progress, bool):
+            raise ConfigError(f"intervening operator: grasp_progress={self.grasp_progress!r} must be true or false")
         for k in ("max_per_episode", "grasp_tries"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -201,7 +210,8 @@ class InterveningOperator:
         if dist < ref_dist - cfg.progress_m or height > ref_height + cfg.progress_m:
             self._grasps = 0
             return True
-        if dist < cfg.near_m and gap < ref_gap - cfg.grip_progress_m and self._grasps < cfg.grasp_tries:
+        if (cfg.grasp_progress and dist < cfg.near_m and gap < ref_gap - cfg.grip_progress_m
+                and self._grasps < cfg.grasp_tries):
             self._grasps += 1
             return True
         return False
