@@ -79,6 +79,12 @@ class AgentConfig:
     #: stay as noisy as they like. HIL-SERL keeps its gripper out of the entropy the same way (a
     #: separate discrete critic). docs/finetune.md, "The sampled policy's noise".
     entropy_dims: int = 0
+    #: cap on the Gaussian actor's std (before the tanh), None = the network's own bound (e^2).
+    #: Why: the BC anchor holds only the mean, and a fresh critic's Q can pay a wider spread, so
+    #: fine-tuning can blow the spread up to random +-1 actions: lift session 27's actor went from
+    #: std 0.4-0.5 near the cube to 1.2-3.5 within 600 env steps and kept y at 0.8-1.7 all session,
+    #: the operator taking over 28 of every 32 episodes (docs/finetune.md, "The sampled policy's noise")
+    max_std: float | None = None
     backup_entropy: bool = True  # include -alpha*log pi in the TD target
     grad_clip: float = 0.0  # max global grad norm; 0 = off
     normalize_obs: bool = False  # running mean/std of the state vector (travels with the policy)
@@ -167,6 +173,11 @@ class AgentConfig:
         need(self.bc_weight >= 0, f"bc_weight={self.bc_weight} must be >= 0")
         need(isinstance(self.entropy_dims, int) and not isinstance(self.entropy_dims, bool)
              and self.entropy_dims >= 0, f"entropy_dims={self.entropy_dims!r} must be an integer >= 0 (0: all dims)")
+        need(self.max_std is None or (isinstance(self.max_std, (int, float)) and not isinstance(self.max_std, bool)
+                                      and 0 < self.max_std < float("inf")),
+             f"max_std={self.max_std!r} must be a number > 0 or unset")
+        need(self.actor == "gaussian" or self.max_std is None,
+             f"max_std={self.max_std} caps the Gaussian actor's std; the flow actor has none: unset it")
         need(self.actor == "gaussian" or not self.entropy_dims,
              f"entropy_dims={self.entropy_dims} selects dims of the Gaussian actor's entropy; the flow "
              "actor's log-density does not split by dim: set entropy_dims=0")

@@ -137,6 +137,11 @@ class ManualUpdate:
         mean, raw = head[:, :a_dim], head[:, a_dim:]
         t = torch.tanh(raw)
         log_std = t.add(1.0).mul_(_STD_SCALE).add_(LOG_STD_MIN)
+        cap = self.agent.actor.max_log_std
+        capped = None
+        if cap is not None:              # Actor.forward's clamp: no gradient above the cap
+            capped = log_std > cap
+            log_std.clamp_(max=cap)
         std = log_std.exp()
         eps = torch.randn(mean.shape, generator=self.agent.generator, dtype=mean.dtype)
         u = torch.addcmul(mean, std, eps)
@@ -145,13 +150,13 @@ class ManualUpdate:
         squash = torch.nn.functional.softplus(u * -2.0).add_(u).neg_().add_(_LOG2).mul_(2.0)
         per_dim = eps.square().mul_(-0.5).sub_(log_std).sub_(_HALF_LOG_2PI).sub_(squash)
         logp = per_dim[:, : self.entropy_dims].sum(-1)
-        return action, logp, (mean, t, std, eps)
+        return action, logp, (mean, t, std, eps, capped)
 
     def _actor_grads(self, acts, action, saved, g_action, g_logp: float, g_mean_extra) -> list[torch.Tensor]:
         """d actor loss / d actor parameters (weight, bias per layer, `actor.parameters()`
         order). g_action (B, A): d loss / d action; g_logp: d loss / d log-prob (per row);
         g_mean_extra: a gradient reaching the mean directly (the BC anchor), or None."""
-        _, t, std, eps = saved
+        _, t, std, eps, capped = saved
         d = self.entropy_dims
         # u -> action = tanh(u); log-prob: +2 tanh(u) per entropy dim (the squash correction)
         g_u = g_action * (1.0 - action.square())
@@ -159,6 +164,8 @@ class ManualUpdate:
         g_log_std = g_u * std * eps
         g_log_std[:, :d].sub_(g_logp)
         g_raw = g_log_std.mul_(t.square().neg_().add_(1.0)).mul_(_STD_SCALE)
+        if capped is not None:
+            g_raw.masked_fill_(capped, 0.0)
         g_mean = g_u if g_mean_extra is None else g_u + g_mean_extra
         g = torch.cat([g_mean, g_raw], 1)
         grads: list[torch.Tensor] = []

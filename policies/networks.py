@@ -294,12 +294,14 @@ class Actor(nn.Module):
 
     def __init__(self, feature_dim: int, action_dim: int, hidden: tuple[int, ...],
                  batch_renorm: dict | None = None, simba: tuple[int, int] | None = None,
-                 entropy_dims: int = 0):
+                 entropy_dims: int = 0, max_log_std: float | None = None):
         """`simba=(width, blocks)`: a SimBa body instead of the MLP (`hidden` unused);
-        `entropy_dims`: log-probabilities over the first N dims only (0: all)."""
+        `entropy_dims`: log-probabilities over the first N dims only (0: all); `max_log_std`:
+        the log std clamped to at most this (AgentConfig.max_std)."""
         super().__init__()
         self.in_features = int(feature_dim)
         self.entropy_dims = int(entropy_dims)
+        self.max_log_std = None if max_log_std is None else float(max_log_std)
         if simba is not None:
             self.net = Simba(feature_dim, simba[0], simba[1], 2 * action_dim, batch_renorm)
         else:
@@ -309,6 +311,8 @@ class Actor(nn.Module):
         mean, log_std = self.net(feat).chunk(2, dim=-1)
         # smooth bound of log_std (keeps gradients alive at the limits, unlike a clamp)
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1.0)
+        if self.max_log_std is not None:
+            log_std = log_std.clamp(max=self.max_log_std)
         return mean, log_std
 
     def sample(self, feat: torch.Tensor, generator: torch.Generator | None = None

@@ -107,7 +107,9 @@ class Agent:
                 self.actor = Actor(actor_dim, self.action_dim, tuple(cfg.actor_hidden),
                                    batch_renorm=brn if cfg.actor_batch_renorm else None,
                                    simba=(cfg.simba_actor_width, cfg.simba_actor_blocks) if simba else None,
-                                   entropy_dims=cfg.entropy_dims).to(self.device)
+                                   entropy_dims=cfg.entropy_dims,
+                                   max_log_std=None if cfg.max_std is None else math.log(cfg.max_std)
+                                   ).to(self.device)
             # eval mode except in the actor loss: acting and the TD target's next action read
             # running statistics (matters with actor_batch_renorm only)
             self.actor.train(False)

@@ -53,6 +53,8 @@ CASES = {
     "sac-3-layers": ("sac", {"critic_hidden": (32, 32, 32), "actor_hidden": (32, 32, 32)}),
     # LayerNorm critics, 3 layers, no entropy backup, the BC anchor on prior rows
     "rlpd": ("rlpd", {"num_critics": 4, "utd": 1, "bc_weight": 2.5, "entropy_dims": 4}),
+    # the std cap (fine-tuning): about half the fresh actor's log stds sit above log 0.22
+    "rlpd-max-std": ("rlpd", {"num_critics": 2, "utd": 1, "bc_weight": 2.5, "entropy_dims": 3, "max_std": 0.22}),
     # dropout masks from the agent's generator, in the target, the critic and the actor loss
     "droq": ("droq", {"utd": 1, "critic_dropout": 0.2}),
     "droq-onednn": ("droq", {"utd": 1, "cpu_matmul": "onednn", "critic_hidden": (64, 64),
