@@ -27,6 +27,9 @@ def main() -> int:
     p.add_argument("checkpoints", nargs="+", help="run folders or checkpoint folders")
     p.add_argument("--last", type=int, default=20, help="the last N episodes' states (default 20)")
     p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--near", type=float, default=0.0,
+                   help="ArmLift with the localiser's estimate appended (state[11:14] the hand, "
+                        "state[14:17] the estimate): only states with the hand this near the cube (m)")
     a = p.parse_args()
     from robolearn.policies.checkpoints import find_checkpoint, read_json_file, read_tensors_file
     from robolearn.policies.registry import make_agent
@@ -36,6 +39,12 @@ def main() -> int:
         raise SystemExit(f"no episode_* folders in {a.episodes}")
     data = [np.load(f"{d}/data.npz") for d in eps]
     states = np.concatenate([z["obs.state"][:-1] for z in data]).astype(np.float32)
+    if a.near > 0:
+        if states.shape[1] < 17:
+            raise SystemExit(f"--near needs ArmLift states with the estimate (17 values), not {states.shape[1]}")
+        states = states[np.linalg.norm(states[:, 11:14] - states[:, 14:17], axis=1) < a.near]
+        if not len(states):
+            raise SystemExit(f"no state with the hand within {a.near} m of the cube")
     act_dim = data[0]["action"].shape[1]
     obs_space = gym.spaces.Dict({"state": gym.spaces.Box(-np.inf, np.inf, states.shape[1:], np.float32)})
     act_space = gym.spaces.Box(-1, 1, (act_dim,), np.float32)
