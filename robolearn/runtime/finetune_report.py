@@ -78,12 +78,34 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
     report["reset_time_total_s"] = round(report["reset_time_s"] + float(
         sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
+    spread = _policy_spread(run_dir, eps, robot_s)
+    if spread is not None:
+        report["policy_spread"] = spread
     write_json_atomic(run_dir / "session_report.json", report, indent=1)
     try:
         _plot(report, run_dir / "session_report.png")
     except Exception as exc:  # a plot must never cost the JSON
         log.warning("session_report.png not written: %s", exc)
     return report
+
+
+def _policy_spread(run_dir: Path, eps: list[dict], robot_s: np.ndarray) -> dict | None:
+    """The sampled policy's spread per policy snapshot (runtime/policy_spread.py), with the robot
+    time each snapshot's env step was reached at; None (and a warning) if it cannot be measured:
+    a diagnostic never costs the report."""
+    try:
+        from robolearn.runtime.policy_spread import session_spread
+
+        spread = session_spread(run_dir)
+        if spread is None:
+            return None
+        cum = np.cumsum([e["steps"] for e in eps]) if eps else np.zeros(0)
+        spread["robot_time_s"] = ([round(float(t), 1) for t in np.interp(spread["env_steps"], cum, robot_s)]
+                                  if len(cum) else [])
+        return spread
+    except Exception as exc:
+        log.warning("policy_spread not measured: %s", exc)
+        return None
 
 
 SERVER_COUNTS = ("labelled", "held", "relabelled", "dropped", "server_timeouts", "server_unreachable", "missing")
@@ -208,13 +230,17 @@ def _plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     t = np.asarray(report["robot_time_per_episode_s"]) / 60.0
-    if report.get("reward_precision_by_block"):  # operator labels: a second panel for the reward
+    labels = bool(report.get("reward_precision_by_block"))   # operator labels: a panel for the reward
+    spread = report.get("policy_spread") or {}
+    panels = 1 + labels + bool(spread.get("robot_time_s"))
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 4.5 if panels == 1 else 3.6 * panels), squeeze=False)
+    ax, rest = axes[0, 0], list(axes[1:, 0])
+    if labels:
         from robolearn.runtime.finetune_labels import plot_labels
 
-        fig, (ax, ax_labels) = plt.subplots(2, 1, figsize=(8, 8))
-        plot_labels(ax_labels, report)
-    else:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        plot_labels(rest.pop(0), report)
+    if rest:
+        _plot_spread(rest.pop(0), spread)
 
     def rolling(xs, w=10):
         xs = np.asarray(xs, float)
@@ -244,3 +270,16 @@ def _plot(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _plot_spread(ax, spread: dict) -> None:
+    """The sampled actions' spread per action dim at each policy snapshot, over robot time."""
+    t = np.asarray(spread["robot_time_s"]) / 60.0
+    std = np.asarray(spread["sampled_action_std"], float)
+    names = spread.get("action_names") or [f"action_{i}" for i in range(std.shape[1])]
+    for i, name in enumerate(names[:std.shape[1]]):
+        ax.plot(t, std[:, i], marker=".", label=name)
+    ax.set_xlabel("robot time (min)")
+    ax.set_ylabel("sampled action std")
+    ax.set_title(f"the sampled policy's spread at {spread['states']} recorded states, per policy snapshot")
+    ax.legend(loc="upper right", fontsize=8)
