@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from robolearn.errors import DatasetError
-from robolearn.runtime.policy_selection import FILES, SNAPSHOTS, choose_policy, keep_policy_snapshot
+from robolearn.runtime.policy_selection import choose_policy
+from robolearn.runtime.snapshots import FILES, SNAPSHOTS, keep_policy_snapshot
 
 
 def _run(tmp_path: Path, episodes: list[tuple[int, bool, int, bool]], snapshots: list[int], last: int) -> Path:

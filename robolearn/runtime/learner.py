@@ -549,7 +549,7 @@ class Learner:
                                 {"replay": self.replay}, state)
         every = self.lcfg.policy_snapshot_every
         if every and self.env_steps >= self._next_snapshot:
-            from robolearn.runtime.policy_selection import keep_policy_snapshot
+            from robolearn.runtime.snapshots import keep_policy_snapshot
 
             try:
                 keep_policy_snapshot(path, self.dir)

@@ -16,35 +16,12 @@ learner every `snapshot_every` env steps) is scored by the episodes recorded wit
 around N. Fewer than `MIN_EPISODES` episodes: no score. Ties go to the later snapshot."""
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 from robolearn.errors import DatasetError
+from robolearn.runtime.snapshots import kept_snapshots, snapshot_step
 
-SNAPSHOTS = "policy_snapshots"
 MIN_EPISODES = 5
-#: what a snapshot folder holds: enough for `load_policy` (an actor's weights and the run's config)
-FILES = ("policy.safetensors", "trainer.json")
-
-
-def keep_policy_snapshot(checkpoint: Path, run_dir: Path) -> Path:
-    """Copy a just-written checkpoint's policy into RUN/policy_snapshots/<its name> (whole or
-    not at all: a temp folder swapped in)."""
-    root = Path(run_dir) / SNAPSHOTS
-    final, tmp = root / checkpoint.name, root / (checkpoint.name + ".tmp")
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name in FILES:
-        shutil.copy2(checkpoint / name, tmp / name)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return final
-
-
-def _step(path: Path) -> int:
-    return int(path.name.split("_")[-1])
 
 
 def choose_policy(run_dir: str | Path, window: int) -> tuple[Path, dict]:
@@ -55,9 +32,8 @@ def choose_policy(run_dir: str | Path, window: int) -> tuple[Path, dict]:
 
     run_dir = Path(run_dir)
     last = find_checkpoint(run_dir)
-    candidates = {_step(p): p for p in sorted((run_dir / SNAPSHOTS).glob("step_*"))
-                  if p.is_dir() and not p.name.endswith(".tmp") and all((p / f).is_file() for f in FILES)}
-    candidates[_step(last)] = last
+    candidates = {snapshot_step(p): p for p in kept_snapshots(run_dir)}
+    candidates[snapshot_step(last)] = last
     spans, end = [], 0
     for ep in episode_records(run_dir / "episodes"):
         steps = int(ep.get("steps", 0))
@@ -76,5 +52,5 @@ def choose_policy(run_dir: str | Path, window: int) -> tuple[Path, dict]:
     best = max(scored, key=lambda r: (r["score"], r["env_step"])) if scored else rows[-1]
     report = {"rule": "reward", "window_env_steps": window, "min_episodes": MIN_EPISODES,
               "candidates": rows, "chosen_env_step": best["env_step"],
-              "last_env_step": _step(last), "chosen_checkpoint": best["checkpoint"]}
+              "last_env_step": snapshot_step(last), "chosen_checkpoint": best["checkpoint"]}
     return Path(best["checkpoint"]), report

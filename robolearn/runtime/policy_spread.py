@@ -73,7 +73,7 @@ def checkpoint_spread(checkpoint: str | Path, states: np.ndarray, act_dim: int, 
         actions = torch.stack([d[0] for d in draws])
         entropy = -torch.stack([d[1] for d in draws]).mean()
     return {"checkpoint": str(ckpt), "env": str(trainer["train"].get("env", "")),
-            "env_steps": int(trainer.get("env_steps", _step(ckpt))),
+            "env_steps": int(trainer["env_steps"]),
             "states": int(len(states)),
             "sampled_action_std": [round(float(x), 3) for x in actions.std(0).mean(0)],
             "pre_tanh_std": [round(float(x), 3) for x in log_std.exp().mean(0)],
@@ -84,12 +84,10 @@ def checkpoint_spread(checkpoint: str | Path, states: np.ndarray, act_dim: int, 
 def session_spread(run_dir: str | Path, max_states: int = MAX_STATES) -> dict | None:
     """The spread of every kept policy snapshot of a finetune run, at the session's recorded
     states (session_report.json's `policy_spread`); None without snapshots or state episodes."""
-    from robolearn.runtime.policy_selection import FILES, SNAPSHOTS
+    from robolearn.runtime.snapshots import kept_snapshots
 
     run_dir = Path(run_dir)
-    snaps = sorted((p for p in (run_dir / SNAPSHOTS).glob("step_*")
-                    if p.is_dir() and not p.name.endswith(".tmp") and all((p / f).is_file() for f in FILES)),
-                   key=_step)
+    snaps = kept_snapshots(run_dir)
     recorded = recorded_states(run_dir / "episodes", max_states=max_states)
     if not snaps or recorded is None:
         return None
@@ -101,8 +99,4 @@ def session_spread(run_dir: str | Path, max_states: int = MAX_STATES) -> dict | 
             "env_steps": [r["env_steps"] for r in rows],
             "sampled_action_std": [r["sampled_action_std"] for r in rows],
             "pre_tanh_std": [r["pre_tanh_std"] for r in rows]}
-
-
-def _step(path: Path) -> int:
-    return int(Path(path).name.split("_")[-1])
 
