@@ -104,7 +104,7 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
         assert set(np.unique(grip)) <= {-1.0, 1.0}            # the gripper is a button: no noise
         assert env.device.stats() == {"takeovers": 1, "driven_steps": len(driven),
                                       "handbacks": {"lifted": 1, "gave_up": 0},
-                                      "takeover_reasons": {"stuck": 1, "landing": 0}}
+                                      "takeover_reasons": {"stuck": 1, "landing": 0}, "late_looks": 0}
     finally:
         env.close()
 
@@ -380,4 +380,68 @@ def test_a_hand_hovering_over_the_cube_is_not_landing():
         assert engaged.index(True) == 20
         assert op.stats()["takeover_reasons"] == {"stuck": 1, "landing": 0}
     finally:
+        env.close()
+
+
+class _SlowTruth:
+    """/truth.json over real HTTP that answers its first `late` requests after `delay_s` (a loaded
+    machine) or, with `down`, never with a scene (500)."""
+
+    def __init__(self, late: int = 1, delay_s: float = 1.3, down: bool = False):
+        import http.server
+        import json
+        import threading
+        import time
+
+        scene = _scene(0.04)
+        outer = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests += 1
+                if down:
+                    self.send_error(500)
+                    return
+                if outer.requests <= late:
+                    time.sleep(delay_s)
+                body = json.dumps(scene).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/truth.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_late_truth_is_looked_at_again_not_the_end_of_the_session():
+    """Lift session 31's actor died on one /truth.json answer that took over the 1 s timeout (a
+    loaded machine): the operator's eyes now look again, and only silence for their whole
+    patience is an error."""
+    from robolearn.errors import DeviceError
+    from robolearn.teleop.operator import OperatorConfig, OperatorDevice
+
+    env = gym.make(LIFT, control_hz=10)
+    slow, dead = _SlowTruth(late=1, delay_s=1.3), _SlowTruth(down=True)
+    try:
+        eyes = OperatorDevice(env, OperatorConfig(truth_url=slow.url))
+        assert eyes.seen()["sites"]["ee"] == _scene(0.04)["sites"]["ee"]
+        assert eyes.late_looks == 1 and slow.requests == 2
+        blind = OperatorDevice(env, OperatorConfig(truth_url=dead.url, look_patience_s=0.3))
+        with pytest.raises(DeviceError, match="saw nothing for 0.3 s"):
+            blind.seen()
+        assert blind.late_looks >= 2
+    finally:
+        slow.close()
+        dead.close()
         env.close()

@@ -273,7 +273,8 @@ class InterveningOperator:
 
     def stats(self) -> dict:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
-                "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons)}
+                "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons),
+                "late_looks": self.hands.late_looks}
 
     def help(self) -> str:
         c = self.config

@@ -109,6 +109,8 @@ class OperatorConfig:
     mode: str = "demo"          # demo | fail | alternate (demo, fail, demo, ... per episode)
     seed: int = 0
     success_frames: int = 8     # demo: frames marked "lifted" before the operator says success
+    look_patience_s: float = 10.0   # a truth that does not answer within this is an emulator gone; a late
+                                    # one is a person who looked away (lift session 31 ended on one 1 s timeout)
     fail_hold: int = 10         # fail: frames held at the end of the near miss before "failure"
 
 
@@ -142,17 +144,32 @@ class OperatorDevice:
         self.episodes = 0
         self._ctrl = LiftController(task, env)
         self.style = "demo"
+        self.late_looks = 0          # truth requests that failed or timed out and were tried again
         # how near the commanded target must be to the goal to count as there: exact for clean
         # hands; a noisy hand (the intervening operator) never lands exactly, so it widens this
         self.cmd_tol = 1e-6
 
     # what the person sees
     def seen(self) -> dict:
+        """The scene now. A slow or failed answer is tried again for `look_patience_s` (the
+        control step waits, as a person who looked away a moment): on a loaded 2-core machine the
+        emulator's truth once took over its 1 s timeout, and that one request ended lift session
+        31 before its final evaluation. Only no answer for the whole patience is an error."""
         if self._see is not None:
             return self._see()
         from robolearn.drivers.truth import fetch_truth
 
-        return fetch_truth(self.config.truth_url)
+        deadline = time.monotonic() + float(self.config.look_patience_s)
+        while True:
+            try:
+                return fetch_truth(self.config.truth_url)
+            except DeviceError as exc:
+                self.late_looks += 1
+                if time.monotonic() >= deadline:
+                    raise DeviceError(f"the emulated operator saw nothing for {self.config.look_patience_s:g} s: "
+                                      f"{exc}") from None
+                log.warning("emulated operator: the truth did not answer (%s); looking again", exc)
+                time.sleep(0.05)
 
     def reset(self) -> None:
         from robolearn.sim.arm_workspace import CUBE_HALF, LIFT_HEIGHT
