@@ -82,7 +82,7 @@ class AgentConfig:
     #: cap on the Gaussian actor's std (before the tanh), None = the network's own bound (e^2).
     #: Why: the BC anchor holds only the mean, and a fresh critic's Q can pay a wider spread, so
     #: fine-tuning can blow the spread up to random +-1 actions: lift session 27's actor went from
-    #: std 0.4-0.5 near the cube to 1.2-3.5 within 600 env steps and kept y at 0.8-1.7 all session,
+    #: std 0.4-0.5 near the cube to 1.2-3.5 within 600 env steps and kept y at 0.7-1.7 all session,
     #: the operator taking over 28 of every 32 episodes (docs/finetune.md, "The sampled policy's noise")
     max_std: float | None = None
     backup_entropy: bool = True  # include -alpha*log pi in the TD target
