@@ -157,6 +157,9 @@ class FinetuneConfig:
                                      # A person at a physical arm: [actor] intervene = DEVICE
     intervene_options: dict = field(default_factory=dict)  # InterveneConfig fields: patience_s,
                                      # progress_m, reaction_s, noise, max_takeover_s, max_per_episode
+    prior_takeovers: str = "all"     # the operator's takeovers that join the prior (RLPD, BC-anchored) buffer:
+                                     # "all" (HIL-SERL) or "successful" (those the reward called a success
+                                     # in; the replay keeps every row: runtime/takeover_prior.py)
     robot_demos: int = 0             # demos the emulated operator records on the robot at the start
                                      # (teleop path, RUN/robot_demos), RLPD prior data with prior_data
     demo_episodes: int = 0           # CarLap on the emulated car: episodes the emulated operator drives
@@ -268,6 +271,11 @@ class LaunchConfig:
                 raise ConfigError(f"finetune.final_policy={ft.final_policy!r}: choose one of "
                                   f"{', '.join(FINAL_POLICIES)}")
             _int_at_least(ft, "snapshot_every", 1, "finetune.")
+            from robolearn.runtime.takeover_prior import MODES as TAKEOVER_MODES
+
+            if ft.prior_takeovers not in TAKEOVER_MODES:
+                raise ConfigError(f"finetune.prior_takeovers={ft.prior_takeovers!r}: choose one of "
+                                  f"{', '.join(TAKEOVER_MODES)}")
             if ft.final_policy == "reward" and not ft.record:
                 raise ConfigError("finetune.final_policy = \"reward\" chooses by the recorded episodes: "
                                   "set record = true")

@@ -127,6 +127,9 @@ class Learner:
         # [reward] where = "server": ask `robolearn reward serve`, holding transitions while it is down
         self.server_labeler = self._server_labeler(cfg)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
+        from robolearn.runtime.takeover_prior import TakeoverPrior
+
+        self.takeover_prior = TakeoverPrior(cfg.finetune.prior_takeovers if cfg.finetune is not None else "all")
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
         # before prepare_learner: a restarted session learner resumes this count from its
@@ -352,13 +355,17 @@ class Learner:
                 term = term or bool(labelled_term[i])
             interv = bool(b["intervention"][i])
             r = float(rewards[i])
+            row = None
             if r == r:  # NaN = the reward model had no answer: never stored as a reward
-                self.replay.add(obs, b["action"][i], r, nxt, term, trunc, interv)
-                if interv and self.prior is not None:  # HIL-SERL: interventions join the prior data
-                    self.prior.add(obs, b["action"][i], r, nxt, term, trunc, True)
+                row = (obs, b["action"][i], r, nxt, term, trunc)
+                self.replay.add(*row, interv)
                 rec.ep_return += r
             else:
                 self.rejected_missing_reward += 1
+            if self.prior is not None:  # HIL-SERL: interventions join the prior data (all, or the successful)
+                for kept in self.takeover_prior.offer(rec.actor_id, row, interv, bool(successes[i]),
+                                                      term or trunc):
+                    self.prior.add(*kept, True)
             rec.ep_success = rec.ep_success or bool(successes[i])
             if term or trunc:
                 rec.episodes += 1
@@ -498,6 +505,7 @@ class Learner:
             "bad_messages": self.bad_messages,
             "nonfinite_transitions": self.nonfinite,
             "rejected_missing_reward": self.rejected_missing_reward,
+            "prior_takeovers": self.takeover_prior.report(),
             "peer_disconnects": self.peer_disconnects,
             "checkpoint_failures": self.checkpoint_failures,
             "rejected_handshakes": self.rejected_handshakes,

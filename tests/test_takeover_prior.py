@@ -1,0 +1,117 @@
+"""Which operator takeovers join the prior (BC-anchored) buffer: with `prior_takeovers =
+"successful"` a takeover's rows wait until it ends and join only if the reward called one of its
+steps a success; the replay keeps every row (runtime/takeover_prior.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robolearn.errors import ConfigError
+from robolearn.runtime.takeover_prior import TakeoverPrior, successful_takeover_mask
+
+
+def _feed(tp, steps, actor="a0"):
+    """steps: (intervention, success, episode_end) per step; the row is the step's index."""
+    out = []
+    for i, (interv, success, end) in enumerate(steps):
+        out += tp.offer(actor, i, interv, success, end)
+    return out
+
+
+def test_a_failed_takeover_stays_out_and_a_successful_one_joins_whole():
+    tp = TakeoverPrior("successful")
+    steps = ([(False, False, False)] * 3 + [(True, False, False)] * 4      # 3-6: gave up
+             + [(False, False, False)] * 2
+             + [(False, False, True)]                                     # episode 1 ends at 9
+             + [(False, False, False)] * 2 + [(True, False, False)] * 3
+             + [(True, True, True)])                                      # 12-15: lifted, ends the episode
+    assert _feed(tp, steps) == [12, 13, 14, 15]
+    assert tp.report() == {"mode": "successful", "kept": 1, "dropped": 1, "rows_kept": 4,
+                           "rows_dropped": 4, "open": 0}
+
+
+def test_a_success_after_the_hand_back_is_the_policys_not_the_takeovers():
+    tp = TakeoverPrior("successful")
+    steps = [(True, False, False)] * 3 + [(False, False, False), (False, True, True)]
+    assert _feed(tp, steps) == []
+    assert tp.dropped == 1 and tp.rows_dropped == 3
+
+
+def test_a_takeover_cut_by_the_episodes_end_closes_there_and_actors_are_apart():
+    tp = TakeoverPrior("successful")
+    assert tp.offer("a", "a0", True, False, False) == []
+    assert tp.offer("b", "b0", True, False, False) == []
+    assert tp.offer("a", "a1", True, False, True) == []            # a: truncated driving, no success
+    assert tp.offer("a", "a2", True, False, False) == []           # a new takeover in the next episode
+    assert tp.offer("b", "b1", True, True, True) == ["b0", "b1"]
+    assert tp.offer("a", "a3", True, True, True) == ["a2", "a3"]
+    assert (tp.kept, tp.dropped) == (2, 1)
+
+
+def test_a_row_not_stored_still_carries_its_success():
+    tp = TakeoverPrior("successful")   # the success step's reward was missing: no row, the takeover counts
+    assert _feed(tp, [(True, False, False), (True, False, False)]) == []
+    assert tp.offer("a0", None, True, True, True) == [0, 1]
+
+
+def test_all_passes_every_driven_row_at_once():
+    tp = TakeoverPrior("all")
+    steps = [(False, False, False), (True, False, False), (True, False, False), (False, False, True)]
+    assert _feed(tp, steps) == [1, 2]
+    assert tp.offer("a0", None, True, False, False) == []
+    with pytest.raises(ValueError, match="prior_takeovers"):
+        TakeoverPrior("some")
+
+
+def test_the_resume_mask_keeps_takeovers_whose_episode_terminated_during_them():
+    interv = [0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1]
+    term = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    trunc = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    keep = successful_takeover_mask(interv, term, trunc)
+    np.testing.assert_array_equal(np.flatnonzero(keep), [5, 6, 7])
+    # terminated right after the hand-back: the policy's success, not the takeover's
+    assert not successful_takeover_mask([1, 1, 0], [0, 0, 1], [0, 0, 0]).any()
+
+
+def test_the_learner_stores_every_row_in_replay_and_only_successful_takeovers_in_the_prior(tmp_path):
+    from robolearn.runtime.config import config_from_dict
+    from robolearn.runtime.learner import ActorRecord, Learner
+
+    cfg = config_from_dict({
+        "env": "robolearn/ArmReach-v0", "algo": "rlpd", "out": str(tmp_path / "run"),
+        "learner": {"port": 0, "weights_port": 0, "total_env_steps": 100, "eval_episodes": 0,
+                    "demos": "scripted:1",
+                    "agent": {"batch_size": 16, "actor_hidden": [16], "critic_hidden": [16]}}})
+    learner = Learner(cfg)
+    try:
+        learner.takeover_prior = TakeoverPrior("successful")
+        n_prior = len(learner.prior)
+        obs = learner.env.observation_space.sample()
+        n = 12
+        interv = np.array([0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], bool)
+        term = np.zeros(n, bool)
+        term[[5, 11]] = True                   # episode 1 ends unattended; episode 2 lifted while driven
+        success = term.copy()
+        success[5] = False
+        b = {"obs": {k: np.stack([v] * n) for k, v in obs.items()},
+             "next_obs": {k: np.stack([v] * n) for k, v in obs.items()},
+             "action": np.tile(np.float32([0.1, 0.2, 0.3, 1.0]), (n, 1)) * (1 + np.arange(n))[:, None] / n,
+             "terminated": term, "truncated": np.zeros(n, bool), "intervention": interv}
+        rec = ActorRecord("a0", b"a0", 0.0)
+        learner._store(rec, b, n, np.zeros(n, np.float32), success, None)
+        assert len(learner.replay) == n
+        prior = learner.prior.transitions()
+        assert len(learner.prior) == n_prior + 4
+        np.testing.assert_allclose(prior["action"][-4:], b["action"][8:12], rtol=1e-6)
+        assert prior["intervention"][-4:].all()
+        assert learner.progress()["prior_takeovers"]["dropped"] == 1
+    finally:
+        learner.close()
+
+
+def test_a_bad_mode_is_a_config_error():
+    from robolearn.runtime.config import config_from_dict
+
+    with pytest.raises(ConfigError, match="prior_takeovers"):
+        config_from_dict({"env": "robolearn/ArmLift-v0", "algo": "rlpd",
+                          "finetune": {"checkpoint": "x", "prior_takeovers": "failed"}})
