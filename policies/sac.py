@@ -176,6 +176,11 @@ class Agent:
             parts.append(self.encoder({k: obs[k] for k in self.image_keys}))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
+    def features(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
+        """The actor's input for a batch of numpy observations (normalised state, encoded images, no
+        augmentation): for diagnostics that ask the actor or the critic about recorded states."""
+        return self._features(self._obs_to_torch(obs, augment=False))
+
     def _with_privileged(self, feat: torch.Tensor, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Features + the (normalised) privileged vector: the critic's input, and with
         "actor_and_critic" the actor's."""

@@ -33,8 +33,8 @@ def pulls(agent, rows: dict, bc_weight: float, n: int = 2000, seed: int = 0) -> 
     """Mean |dQ/da| and |anchor gradient| per row (the actor loss's own weighting), at the actor's
     deterministic action, over up to `n` rows; and the mean |action - recorded action| per dim."""
     i = np.random.default_rng(seed).integers(0, len(rows["obs"]), min(n, len(rows["obs"])))
-    obs = agent._obs_to_torch({"state": rows["obs"][i]}, augment=False)
-    feat = agent._features(obs).detach()
+    obs = agent._obs_to_torch({"state": rows["obs"][i]}, augment=False)   # the critic reads it too
+    feat = agent.features({"state": rows["obs"][i]}).detach()
     action = agent.actor.mode(feat).detach().requires_grad_(True)
     q = agent._critic_frozen(agent._with_privileged(feat, obs), action)
     q = q.min(dim=0).values if agent.config.actor_q == "min" else q.mean(dim=0)

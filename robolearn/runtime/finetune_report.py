@@ -78,7 +78,7 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
         sum((e.get("resets") or {}).get("human_prompts", 0) for e in evals))
     report["reset_time_total_s"] = round(report["reset_time_s"] + float(
         sum((e.get("resets") or {}).get("seconds", 0.0) for e in evals)), 1)
-    spread = _policy_spread(run_dir, eps, robot_s)
+    spread = _policy_spread(run_dir, control_hz)
     if spread is not None:
         report["policy_spread"] = spread
     write_json_atomic(run_dir / "session_report.json", report, indent=1)
@@ -89,19 +89,17 @@ def session_report(run_dir: str | Path, control_hz: float, extra: dict | None = 
     return report
 
 
-def _policy_spread(run_dir: Path, eps: list[dict], robot_s: np.ndarray) -> dict | None:
+def _policy_spread(run_dir: Path, control_hz: float) -> dict | None:
     """The sampled policy's spread per policy snapshot (runtime/policy_spread.py), with the robot
-    time each snapshot's env step was reached at; None (and a warning) if it cannot be measured:
-    a diagnostic never costs the report."""
+    time of policy steps at each snapshot's env step; None (and a warning) if it cannot be
+    measured: a diagnostic never costs the report."""
     try:
         from robolearn.runtime.policy_spread import session_spread
 
         spread = session_spread(run_dir)
         if spread is None:
             return None
-        cum = np.cumsum([e["steps"] for e in eps]) if eps else np.zeros(0)
-        spread["robot_time_s"] = ([round(float(t), 1) for t in np.interp(spread["env_steps"], cum, robot_s)]
-                                  if len(cum) else [])
+        spread["robot_time_s"] = [round(s / control_hz, 1) for s in spread["env_steps"]]
         return spread
     except Exception as exc:
         log.warning("policy_spread not measured: %s", exc)

@@ -67,7 +67,7 @@ def checkpoint_spread(checkpoint: str | Path, states: np.ndarray, act_dim: int, 
     agent.load_policy_state(weights)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        feat = agent._features(agent._obs_to_torch({"state": states}, augment=False))
+        feat = agent.features({"state": states})
         mean, log_std = agent.actor(feat)
         draws = [agent.actor.sample(feat, gen) for _ in range(samples)]
         actions = torch.stack([d[0] for d in draws])
