@@ -19,22 +19,35 @@ def _feed(tp, steps, actor="a0"):
 
 
 def test_a_failed_takeover_stays_out_and_a_successful_one_joins_whole():
-    tp = TakeoverPrior("successful")
+    tp = TakeoverPrior("successful", grace_steps=2)
     steps = ([(False, False, False)] * 3 + [(True, False, False)] * 4      # 3-6: gave up
              + [(False, False, False)] * 2
-             + [(False, False, True)]                                     # episode 1 ends at 9
+             + [(False, True, True)]                                      # the policy's own lift, 3 steps on
              + [(False, False, False)] * 2 + [(True, False, False)] * 3
              + [(True, True, True)])                                      # 12-15: lifted, ends the episode
     assert _feed(tp, steps) == [12, 13, 14, 15]
-    assert tp.report() == {"mode": "successful", "kept": 1, "dropped": 1, "rows_kept": 4,
+    assert tp.report() == {"mode": "successful", "grace_steps": 2, "kept": 1, "dropped": 1, "rows_kept": 4,
                            "rows_dropped": 4, "open": 0}
 
 
-def test_a_success_after_the_hand_back_is_the_policys_not_the_takeovers():
-    tp = TakeoverPrior("successful")
-    steps = [(True, False, False)] * 3 + [(False, False, False), (False, True, True)]
-    assert _feed(tp, steps) == []
-    assert tp.dropped == 1 and tp.rows_dropped == 3
+def test_the_reward_confirming_the_lift_just_after_the_hand_back_keeps_the_takeover():
+    # a person lets go as soon as the cube is up; the reward's success comes a few steps later
+    tp = TakeoverPrior("successful", grace_steps=3)
+    assert _feed(tp, [(True, False, False)] * 3 + [(False, False, False)] * 2 + [(False, True, True)]) == [0, 1, 2]
+    assert (tp.kept, tp.dropped) == (1, 0)
+    # ... but a success after the grace is the policy's, not the takeover's
+    tp = TakeoverPrior("successful", grace_steps=3)
+    assert _feed(tp, [(True, False, False)] * 3 + [(False, False, False)] * 3 + [(False, True, True)]) == []
+    assert (tp.kept, tp.dropped, tp.rows_dropped) == (0, 1, 3)
+    # the grace runs at the control rate
+    assert TakeoverPrior.at_rate("successful", 10.0).grace_steps == 20
+
+
+def test_a_new_takeover_in_the_grace_closes_the_last_one():
+    tp = TakeoverPrior("successful", grace_steps=5)
+    steps = [(True, False, False), (False, False, False), (True, False, False), (True, True, True)]
+    assert _feed(tp, steps) == [2, 3]
+    assert (tp.kept, tp.dropped) == (1, 1)
 
 
 def test_a_takeover_cut_by_the_episodes_end_closes_there_and_actors_are_apart():
@@ -63,14 +76,18 @@ def test_all_passes_every_driven_row_at_once():
         TakeoverPrior("some")
 
 
-def test_the_resume_mask_keeps_takeovers_whose_episode_terminated_during_them():
-    interv = [0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1]
-    term = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
-    trunc = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
-    keep = successful_takeover_mask(interv, term, trunc)
-    np.testing.assert_array_equal(np.flatnonzero(keep), [5, 6, 7])
-    # terminated right after the hand-back: the policy's success, not the takeover's
-    assert not successful_takeover_mask([1, 1, 0], [0, 0, 1], [0, 0, 0]).any()
+def test_the_resume_mask_keeps_takeovers_whose_episode_terminated_during_them_or_just_after():
+    interv = [0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
+    term = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+    trunc = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    keep = successful_takeover_mask(interv, term, trunc, grace_steps=2)
+    # rows 1-2: no end in the grace; 5-7: terminated driven; 9-12: terminated 2 steps after the
+    # hand-back; 17: its episode truncated
+    np.testing.assert_array_equal(np.flatnonzero(keep), [5, 6, 7, 9, 10, 11, 12])
+    # terminated after the grace: the policy's success, not the takeover's
+    assert not successful_takeover_mask([1, 1, 0, 0, 0], [0, 0, 0, 0, 1], [0] * 5, grace_steps=2).any()
+    np.testing.assert_array_equal(
+        successful_takeover_mask([1, 1, 0, 0, 0], [0, 0, 0, 0, 1], [0] * 5, grace_steps=3), [1, 1, 0, 0, 0])
 
 
 def test_the_learner_stores_every_row_in_replay_and_only_successful_takeovers_in_the_prior(tmp_path):

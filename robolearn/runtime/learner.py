@@ -129,7 +129,8 @@ class Learner:
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
         from robolearn.runtime.takeover_prior import TakeoverPrior
 
-        self.takeover_prior = TakeoverPrior(cfg.finetune.prior_takeovers if cfg.finetune is not None else "all")
+        self.takeover_prior = TakeoverPrior.at_rate(
+            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", self.control_hz())
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
         # before prepare_learner: a restarted session learner resumes this count from its
@@ -321,6 +322,10 @@ class Learner:
         self.bad_messages += 1
         log.error("dropped an unexpected %r message from %s", kind, rec.actor_id)
         return 0
+
+    def control_hz(self) -> float:
+        env = self.env.unwrapped
+        return float(env.metadata.get("control_hz") or env.metadata.get("render_fps") or 10.0)
 
     def pump_labels(self, budget_s: float = 0.01) -> int:
         """Store the batches the reward server has labelled since the last call; returns how many
