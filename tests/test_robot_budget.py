@@ -23,7 +23,24 @@ def test_training_ends_when_used_time_and_the_reserve_reach_the_budget():
     assert not budget.training_over(now=end - 1.0)
     assert budget.training_over(now=end)
     assert budget.as_dict(now=end) == {"robot_minutes": 30.0, "final_reserve_s": round(reserve, 1),
+                                       "final_time_margin": FINAL_EVAL_MARGIN,
                                        "used_s": round(1800.0 - reserve, 1)}
+
+
+def test_a_task_sets_its_own_margin_and_training_runs_longer():
+    tight = RobotBudget(30, final_episodes=20, t0=0.0, margin=1.0)
+    loose = RobotBudget(30, final_episodes=20, t0=0.0)
+    for b in (tight, loose):
+        b.timed_evaluation({"episodes": 20, "wall_s": 600.0})       # the lift's 30 s an episode
+    assert tight.final_reserve_s == pytest.approx(600.0)
+    now = 1800.0 - 700.0                                            # 700 s left: fits 1.0 x, not 1.4 x
+    assert not tight.training_over(now=now) and loose.training_over(now=now)
+
+
+@pytest.mark.parametrize("bad", [0.2, "1", True, 9.0])
+def test_bad_margin_refused(bad):
+    with pytest.raises(ConfigError, match="final_time_margin"):
+        config_from_dict({**BASE, "finetune": {**BASE["finetune"], "final_time_margin": bad}})
 
 
 def test_no_budget_never_ends_training():

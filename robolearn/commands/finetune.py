@@ -162,7 +162,7 @@ def _session(args, cfg, run_dir) -> int:
     (run_dir / "logs").mkdir(exist_ok=True)
 
     emulator = None
-    budget = F.RobotBudget(ft.robot_minutes, ft.final_episodes)   # robot time counts from here
+    budget = F.RobotBudget(ft.robot_minutes, ft.final_episodes, margin=ft.final_time_margin)   # robot time counts from here
     try:
         if ft.reality:
             emulator = F.start_emulator(cfg, run_dir / "logs" / "emulator.log")

@@ -122,6 +122,8 @@ class FinetuneConfig:
     robot_minutes: float = 0.0       # the session's whole robot time (calibrations, evaluations, training,
                                      # resets); training ends early so that the final evaluation fits
                                      # (learner.total_env_steps stays the cap). 0: no budget
+    final_time_margin: float = 1.4   # robot_minutes: the final evaluation is timed as the zero-shot one x this
+                                     # (push measured up to 1.37; lift 0.61-0.89: runtime/finetune.py)
     zero_shot_episodes: int = 10     # deterministic episodes of the pretrained policy, before
     final_episodes: int = 10         # ... and of the fine-tuned policy, after (0: skip)
     eval_actions: str = "mean"       # zero-shot and final: the policy's mean action ("mean", SAC's usual
@@ -292,6 +294,7 @@ class LaunchConfig:
                     or not 0 <= ft.robot_minutes < 1e6):
                 raise ConfigError(f"finetune.robot_minutes={ft.robot_minutes!r}: minutes of robot time for the "
                                   "whole session (e.g. 29), or 0 for no budget")
+            _number_in(ft, "final_time_margin", 0.5, 5.0, "finetune.")
             if not isinstance(ft.calibrate_arm, bool):
                 raise ConfigError(f"finetune.calibrate_arm={ft.calibrate_arm!r}: true or false")
             if not isinstance(ft.calibrate_perception, bool):
