@@ -39,6 +39,7 @@ def bus(robot):
 
 def test_corrupted_replies_are_detected_by_the_driver_and_counted_on_both_sides(robot, bus):
     assert bus.read_register(1, ft.PRESENT_POSITION) >= 0          # a clean bus answers
+    retries = bus.stats["retries"]      # on a loaded machine the clean read itself may have retried
     before = post_faults(robot.faults_url, {"corrupt_rate": 1.0})
     with pytest.raises(ServoChecksumError, match="failed the checksum on 3 attempts"):
         bus.read_register(1, ft.PRESENT_POSITION)
@@ -47,7 +48,7 @@ def test_corrupted_replies_are_detected_by_the_driver_and_counted_on_both_sides(
     # every bad checksum the driver saw was a reply the emulator corrupted (on a busy machine a
     # late corrupted reply can miss the driver's deadline: then it is a timeout there)
     assert 1 <= bus.stats["bad_checksums"] <= after["replies_corrupted"] - before["replies_corrupted"] <= 3
-    assert bus.stats["retries"] == 2
+    assert bus.stats["retries"] - retries == 2
     post_faults(robot.faults_url, {"corrupt_rate": 0.0})
     assert bus.read_register(1, ft.PRESENT_POSITION) >= 0          # and the bus recovers
 
