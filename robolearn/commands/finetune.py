@@ -371,9 +371,8 @@ def _session(args, cfg, run_dir) -> int:
                 f.close()
             for s, h in old.items():
                 signal.signal(s, h)
-        if retrainer is not None:  # a retrain under way finishes (and is logged) first
-            retrainer.stop()
-            retrainer.join(timeout=900.0)
+        if retrainer is not None:  # no new retrain; one under way finishes beside the final evaluation
+            retrainer.stop()     # (waiting for it here held the robot idle 3 min on the clock: session 33)
         report_extra["learner_restarts"] = restarts
         report_extra["actor_restarts"] = actor_restarts
         if reward_server is not None:
@@ -401,6 +400,8 @@ def _session(args, cfg, run_dir) -> int:
         report_extra["robot_time_session_s"] = round(budget.used_s(), 1)
         if budget.budget_s:
             report_extra["robot_budget"] = budget.as_dict()
+        if retrainer is not None:  # the robot is done; the last retrain is logged before the report reads it
+            retrainer.join(timeout=900.0)
         summary = run_dir / "summary.json"
         if summary.exists():
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
