@@ -358,9 +358,14 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
 def control_hz(cfg) -> float:
     env = make_sim_twin(cfg)
     try:
-        return float(env.unwrapped.metadata.get("control_hz") or env.metadata.get("render_fps") or 10.0)
+        return env_control_hz(env)
     finally:
         env.close()
+
+
+def env_control_hz(env) -> float:
+    """An env's control rate (its `control_hz`, else its render rate, else 10 Hz)."""
+    return float(env.unwrapped.metadata.get("control_hz") or env.metadata.get("render_fps") or 10.0)
 
 
 def make_robot_env(cfg):

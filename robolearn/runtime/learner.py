@@ -127,10 +127,11 @@ class Learner:
         # [reward] where = "server": ask `robolearn reward serve`, holding transitions while it is down
         self.server_labeler = self._server_labeler(cfg)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
+        from robolearn.runtime.finetune import env_control_hz
         from robolearn.runtime.takeover_prior import TakeoverPrior
 
         self.takeover_prior = TakeoverPrior.at_rate(
-            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", self.control_hz())
+            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env))
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
         # before prepare_learner: a restarted session learner resumes this count from its
@@ -322,10 +323,6 @@ class Learner:
         self.bad_messages += 1
         log.error("dropped an unexpected %r message from %s", kind, rec.actor_id)
         return 0
-
-    def control_hz(self) -> float:
-        env = self.env.unwrapped
-        return float(env.metadata.get("control_hz") or env.metadata.get("render_fps") or 10.0)
 
     def pump_labels(self, budget_s: float = 0.01) -> int:
         """Store the batches the reward server has labelled since the last call; returns how many

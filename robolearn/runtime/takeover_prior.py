@@ -95,32 +95,14 @@ class TakeoverPrior:
 
 def successful_takeover_mask(intervention, terminated, truncated, grace_steps: int = 20) -> np.ndarray:
     """The rows of a replay (one actor's steps in order) that belong to takeovers ending in a
-    success. The replay keeps no success flag; in the arm tasks a success ends the episode
-    (`success_terminates`), so a takeover succeeded when its episode terminated (not truncated)
-    while it was driven or within `grace_steps` after. Used when a resumed session refills the
-    prior from the replay."""
+    success, by the same rule as `TakeoverPrior`. The replay keeps no success flag; in the arm
+    tasks a success ends the episode (`success_terminates`), so a terminated (not truncated) step
+    is the success. Used when a resumed session refills the prior from the replay."""
     interv = np.asarray(intervention, bool)
-    ends = np.asarray(terminated, bool) | np.asarray(truncated, bool)
-    success = np.asarray(terminated, bool) & ~np.asarray(truncated, bool)
+    term, trunc = np.asarray(terminated, bool), np.asarray(truncated, bool)
+    rule = TakeoverPrior("successful", grace_steps)
     keep = np.zeros(len(interv), bool)
-    i, n = 0, len(interv)
-    while i < n:
-        if not interv[i]:
-            i += 1
-            continue
-        start = i
-        while i < n and interv[i] and not ends[i]:
-            i += 1
-        if i < n and interv[i]:                     # the episode ended while driven
-            keep[start:i + 1] = success[i]
-            i += 1
-            continue
-        stop = i                                    # handed back at `stop`: look `grace_steps` on
-        j = i
-        while j < min(n, stop + grace_steps) and not interv[j]:
-            if ends[j]:
-                keep[start:stop] = success[j]
-                break
-            j += 1
-        i = stop
+    for i in range(len(interv)):
+        keep[rule.offer("replay", i, bool(interv[i]), bool(term[i] and not trunc[i]),
+                        bool(term[i] or trunc[i]))] = True
     return keep
