@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from robolearn.errors import DatasetError
-from robolearn.runtime.policy_selection import choose_policy
+from robolearn.runtime.policy_selection import choose_policy, wilson_lower
 from robolearn.runtime.snapshots import FILES, SNAPSHOTS, keep_policy_snapshot
 
 
@@ -58,6 +58,41 @@ def test_ties_go_to_the_later_policy_and_thin_windows_get_no_score(tmp_path):
     assert rep["chosen_env_step"] == 2000 and path == run / "checkpoints" / "step_000002000"
     path, rep = choose_policy(run, 100)           # 2-3 episodes a window: no score, the last is run
     assert all(r["score"] is None for r in rep["candidates"]) and rep["chosen_env_step"] == 2000
+
+
+def test_a_thin_lucky_window_does_not_beat_a_wide_one():
+    # lift session 33: 6/11 at step 99 beat 11/21 at step 3504 by the raw rate (0.545 > 0.524)
+    assert wilson_lower(6, 11) < wilson_lower(11, 21)
+    assert wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12) and wilson_lower(10, 10) < 1.0
+    assert wilson_lower(5, 10, z=0.0) == pytest.approx(0.5)
+    for k, n in ((1, 5), (7, 17), (13, 22)):       # always below the rate, and above 0 with a success
+        assert 0.0 < wilson_lower(k, n) < k / n
+
+
+def _trainer(path: Path, updates: int, frozen: int) -> None:
+    (path / "trainer.json").write_text(json.dumps(
+        {"env_steps": 0, "updates": updates, "launch": {"learner": {"agent": {"actor_frozen_updates": frozen}}}}))
+
+
+def test_a_snapshot_of_the_still_frozen_actor_does_not_compete(tmp_path):
+    # 6/11 around step 100 (the pretrained actor's weights: 500 updates of 1000 frozen), 11/21
+    # around 1100; then 6/11 again around 2100 with the actor trained: the wide window wins
+    eps = [(50, i % 2 == 0, 0, True) for i in range(11)] + [(50, False, 0, False)] * 9
+    eps += [(50, i < 11, 0, True) for i in range(21)] + [(50, False, 0, False)] * 9
+    run = _run(tmp_path, eps, [250, 1300], last=2500)
+    _trainer(run / SNAPSHOTS / "step_000000250", 500, 1000)
+    _trainer(run / SNAPSHOTS / "step_000001300", 6500, 1000)
+    path, rep = choose_policy(run, 300)
+    row = {r["env_step"]: r for r in rep["candidates"]}
+    assert row[250]["actor_trained"] is False and row[250]["score"] is None and row[250]["alone_successes"] >= 6
+    assert row[1300]["actor_trained"] is True and row[1300]["score"] is not None
+    assert rep["chosen_env_step"] == 1300 and path == run / SNAPSHOTS / "step_000001300"
+    _trainer(run / SNAPSHOTS / "step_000000250", 1500, 1000)    # trained after all: it competes
+    _, rep = choose_policy(run, 300)
+    assert {r["env_step"]: r for r in rep["candidates"]}[250]["score"] is not None
+    _trainer(run / SNAPSHOTS / "step_000000250", 500, 0)        # nothing frozen: every snapshot trained
+    _, rep = choose_policy(run, 300)
+    assert {r["env_step"]: r for r in rep["candidates"]}[250]["actor_trained"] is True
 
 
 def test_an_unfinished_snapshot_is_not_a_candidate_and_no_episodes_is_an_error(tmp_path):

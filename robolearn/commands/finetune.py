@@ -390,8 +390,10 @@ def _session(args, cfg, run_dir) -> int:
                 final_policy, report_extra["policy_selection"] = choose_policy(run_dir, ft.snapshot_every)
                 sel = report_extra["policy_selection"]
                 print(f"final policy: the snapshot at env step {sel['chosen_env_step']} (last "
-                      f"{sel['last_env_step']}), chosen by the reward's successes without the operator: "
+                      f"{sel['last_env_step']}), chosen by the reward's successes without the operator "
+                      "(their Wilson lower bound): "
                       + ", ".join(f"{r['env_step']}: {r['alone_successes']}/{r['episodes']}"
+                                  + ("" if r["actor_trained"] else " (pretrained actor)")
                                   for r in sel["candidates"]), flush=True)
             report_extra["final"] = F.evaluate_checkpoint(cfg, final_policy, ft.final_episodes)
             print(f"final: {json.dumps(report_extra['final'])}", flush=True)
