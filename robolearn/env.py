@@ -33,6 +33,16 @@ from robolearn.tasks.base import Task
 PRIVILEGED_KEY = "privileged"  # the observation key of simulator-only truth
 
 
+def env_control_hz(env: gym.Env, default: float | None = None) -> float | None:
+    """The control rate an env declares: `metadata["control_hz"]` (the contract above), or for a
+    Gymnasium env from elsewhere its `render_fps`, else `default`. Why one function: the actor
+    loop, the fleet, deploy, recordings and the robot-time accounting each read it, and with
+    their own fallbacks a foreign env was paced at its render rate by the actor and run free by
+    the fleet."""
+    hz = env.unwrapped.metadata.get("control_hz") or env.metadata.get("render_fps")
+    return float(hz) if hz else default
+
+
 class RobotEnv(gym.Env):
     """Gymnasium env over any backend. Build it with `gymnasium.make` (robolearn/compose/envs.py)."""
 

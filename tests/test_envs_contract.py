@@ -42,3 +42,20 @@ def test_check_env(env_id):
         assert isinstance(info.get("success"), bool), "every step's info carries success (bool)"
     finally:
         env.close()
+
+
+def test_env_control_hz_reads_the_contract_then_a_foreign_envs_render_rate():
+    import robolearn  # noqa: F401
+    from robolearn.env import env_control_hz
+
+    env = gym.make("robolearn/ArmReach-v0")
+    try:
+        hz = env.unwrapped.metadata["control_hz"]
+        assert env_control_hz(env) == env_control_hz(env, 99.0) == float(hz) > 0
+    finally:
+        env.close()
+    pendulum = gym.make("Pendulum-v1")            # Gymnasium's own: render_fps 30, no control_hz
+    assert env_control_hz(pendulum, 10.0) == 30.0
+    pendulum.unwrapped.metadata = {"render_modes": []}
+    assert env_control_hz(pendulum, 10.0) == 10.0 and env_control_hz(pendulum) is None
+    pendulum.close()

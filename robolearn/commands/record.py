@@ -39,6 +39,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from robolearn.commands.env_kwargs import parse_env_kwargs
     from robolearn.data.dataset_writer import DatasetWriter
+    from robolearn.env import env_control_hz
     from robolearn.errors import ConfigError
     from robolearn.teleop import make_device
     from robolearn.teleop.recorder import record
@@ -61,7 +62,7 @@ def run(args) -> int:
     device = None
     writer = None
     try:
-        hz = float(env.metadata.get("control_hz", 10.0))
+        hz = env_control_hz(env, 10.0)
         writer = DatasetWriter(args.out, env_id=args.env_id, control_hz=hz,
                                observation_space=env.observation_space, action_space=env.action_space,
                                obs_mode=args.obs)

@@ -29,13 +29,14 @@ def run(args) -> int:
     import numpy as np
 
     from robolearn.commands.env_kwargs import parse_env_kwargs
+    from robolearn.env import env_control_hz
     from robolearn.teleop import make_device
     from robolearn.teleop.session import Pacer, Readout, device_config, fmt_vec, open_env
 
     env = open_env(args.env_id, args.obs, **parse_env_kwargs(args.env_kw))
     device = None
     try:
-        hz = float(env.metadata.get("control_hz", 10.0))
+        hz = env_control_hz(env, 10.0)
         device = make_device(args.device, env, **device_config(args))
         pacer = Pacer(hz if args.rate is None else args.rate)
         out = Readout()

@@ -19,6 +19,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.data.dataset_writer import DatasetWriter
 
 log = logging.getLogger("robolearn.data.recording")
@@ -36,7 +37,7 @@ class RecordingWrapper(gym.Wrapper):
     def __init__(self, env: gym.Env, root: str | Path, *, env_id: str, device: str = "policy",
                  obs_mode: str | None = None):
         super().__init__(env)
-        hz = float(env.unwrapped.metadata.get("control_hz") or env.metadata.get("render_fps") or 0)
+        hz = env_control_hz(env, 0.0)
         self.writer = DatasetWriter(root, env_id=env_id, control_hz=hz,
                                     observation_space=env.observation_space,
                                     action_space=env.action_space, obs_mode=obs_mode)

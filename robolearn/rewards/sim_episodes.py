@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 import gymnasium as gym
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError
 
 KINDS = ("scripted", "random", "no_grasp", "low_lift", "hover", "policy")
@@ -136,7 +137,7 @@ def record_dataset(env_id: str, out: str, plan: list[tuple[str, int]], seed: int
 
     env = make_env(env_id, "both", env_kwargs=env_kwargs or {}, reality_gap=reality_gap or {})
     try:
-        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        hz = env_control_hz(env, 10.0)
         with DatasetWriter(out, env_id=env_id, control_hz=hz, observation_space=env.observation_space,
                            action_space=env.action_space, obs_mode="both") as w:
             k = 0

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError
 from robolearn.jsonfile import write_json_atomic
 from robolearn.runtime import messages as M
@@ -308,9 +309,8 @@ class Actor:
         self._t0 = self._last_summary = time.monotonic()
         hz = self.acfg.loop_hz
         if hz is None:
-            hz = float(self.env.unwrapped.metadata.get("control_hz")
-                       or self.env.metadata.get("render_fps") or 0)
-            if hz <= 0:
+            hz = env_control_hz(self.env)
+            if not hz:
                 raise ConfigError(f"{cfg.env} declares no control_hz; set actor.loop_hz")
         self.hz = float(hz)
         from robolearn.runtime.camera_outage import CameraOutage

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError, InvalidActionError
 
 
@@ -37,7 +38,7 @@ def run_exported(cfg, policy_path: str | Path, max_steps: int = 0, episodes: int
     if hz is None:
         hz = cfg.actor.loop_hz
     if hz is None:
-        hz = float(env.unwrapped.metadata.get("control_hz") or 0)
+        hz = env_control_hz(env, 0.0)
     seed = cfg.seed if seed is None else seed
 
     def before_tick():

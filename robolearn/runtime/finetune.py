@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError, DatasetError
 
 log = logging.getLogger("robolearn.runtime.finetune")
@@ -358,14 +359,9 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
 def control_hz(cfg) -> float:
     env = make_sim_twin(cfg)
     try:
-        return env_control_hz(env)
+        return env_control_hz(env, 10.0)
     finally:
         env.close()
-
-
-def env_control_hz(env) -> float:
-    """An env's control rate (its `control_hz`, else its render rate, else 10 Hz)."""
-    return float(env.unwrapped.metadata.get("control_hz") or env.metadata.get("render_fps") or 10.0)
 
 
 def make_robot_env(cfg):
@@ -507,7 +503,7 @@ def record_robot_demos(cfg, run_dir: str | Path, episodes: int) -> dict:
     env = _reset_log(make_robot_env(cfg))
     dev = writer = None
     try:
-        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        hz = env_control_hz(env, 10.0)
         writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
                                action_space=env.action_space, obs_mode=cfg.obs)
         had = writer.num_episodes
@@ -545,7 +541,7 @@ def record_on_robot(cfg, out: str | Path, episodes: int, device: str, device_con
     env = _reset_log(make_env(cfg.env, "both", None, cfg.max_episode_steps, kwargs, {}, cfg.sim_params))
     dev = writer = None
     try:
-        hz = float(env.unwrapped.metadata.get("control_hz", 10.0))
+        hz = env_control_hz(env, 10.0)
         writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
                                action_space=env.action_space, obs_mode="both")
         dev = make_device(device, env, **device_config)

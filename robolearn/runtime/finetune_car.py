@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError, DatasetError
 
 #: an evaluation episode: 45 s at 20 Hz (3 laps of pure pursuit take about 27 s + the run-up)
@@ -91,7 +92,7 @@ def evaluate_car(cfg, act, episodes: int, seed: int, laps: int = EVAL_LAPS,
 
     c = _eval_cfg(cfg, min(max_steps, cfg.max_episode_steps or max_steps))
     env = _make_env(c)
-    hz = float(env.unwrapped.metadata.get("control_hz", 20.0))
+    hz = env_control_hz(env, 20.0)
     t0 = time.monotonic()
     try:
         runs = [drive(env, act, seed + i, laps, on_reset) for i in range(episodes)]
@@ -123,7 +124,7 @@ def pure_pursuit_true_pose(cfg, laps: int = EVAL_LAPS, seed: int = 0) -> dict:
     truth = None
     try:
         truth = LiveTruth(url, lost_after=float(cfg.env_kwargs.get("tracker_lost_after", TRUTH_LOST_AFTER)))
-        hz = float(env.unwrapped.metadata.get("control_hz", 20.0))
+        hz = env_control_hz(env, 20.0)
         pp = PurePursuit(env, locate=truth.car_pose)
         t0 = time.monotonic()
         run = drive(env, pp.act, seed, laps, on_reset=pp.reset)
@@ -206,7 +207,7 @@ def record_demo_laps(cfg, out: str | Path, episodes: int, seed: int = 0, laps: i
     out = Path(out)
     dev = writer = None
     try:
-        hz = float(env.unwrapped.metadata.get("control_hz", 20.0))
+        hz = env_control_hz(env, 20.0)
         writer = DatasetWriter(out, env_id=cfg.env, control_hz=hz, observation_space=env.observation_space,
                                action_space=env.action_space, obs_mode="state")
         dev = make_device("car_operator", env, truth_url=url, seed=seed, demo_laps=laps)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.jsonfile import write_json_atomic
 from robolearn.runtime import messages as M
 from robolearn.runtime.actor import LearnerLink, _make_agent, _make_env, hold_for_lost_learner
@@ -67,7 +68,7 @@ class VectorActor:
         self.rng = np.random.default_rng(self.seed)
         hz = self.acfg.loop_hz
         if hz is None:
-            hz = float(one.unwrapped.metadata.get("control_hz") or 0)
+            hz = env_control_hz(one, 0.0)
         self.loop = FixedRateLoop(float(hz), gc_in_slack=False)
         self.obs = None
         self.env_steps = 0

@@ -127,11 +127,11 @@ class Learner:
         # [reward] where = "server": ask `robolearn reward serve`, holding transitions while it is down
         self.server_labeler = self._server_labeler(cfg)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
-        from robolearn.runtime.finetune import env_control_hz
+        from robolearn.env import env_control_hz
         from robolearn.runtime.takeover_prior import TakeoverPrior
 
         self.takeover_prior = TakeoverPrior.at_rate(
-            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env))
+            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env, 10.0))
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
         # before prepare_learner: a restarted session learner resumes this count from its

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError
 from robolearn.teleop.base import DeviceCommand
 from robolearn.teleop.gamepad import GamepadConfig, GamepadState
@@ -81,7 +82,7 @@ class CarGamepadOperator:
         self._car_pose = car_pose
         self.driver = PurePursuit(env, PurePursuitConfig(v_straight=cfg.v_straight, a_lat=cfg.a_lat),
                                   locate=self._seen_pose)
-        self.dt = 1.0 / float(env.unwrapped.metadata.get("control_hz", 20.0))
+        self.dt = 1.0 / env_control_hz(env, 20.0)
         self.pad = GamepadState(2, GamepadConfig(axes=CAR_AXES),
                                 {a.lstrip("-"): STICK_RANGE for a in CAR_AXES})
         self._rng = np.random.default_rng(cfg.seed)

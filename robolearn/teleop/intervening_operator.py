@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robolearn.env import env_control_hz
 from robolearn.errors import ConfigError
 from robolearn.teleop.base import DeviceCommand, action_dim, clip_action
 
@@ -135,7 +136,7 @@ class InterveningOperator:
         self.config = cfg = (config or InterveneConfig()).check()
         self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed),
                                     truth=truth)
-        hz = float(env.unwrapped.metadata.get("control_hz") or 0)
+        hz = env_control_hz(env, 0.0)
         if hz <= 0:
             raise ConfigError("the intervening operator counts robot time in control steps: the env "
                               "declares no control_hz")
