@@ -23,7 +23,6 @@ A snapshot whose actor had not been trained yet (its `updates` <= the agent's
 compete: the zero-shot evaluation has measured that policy already."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -43,9 +42,13 @@ def wilson_lower(successes: int, n: int, z: float = Z) -> float:
 def actor_untrained(checkpoint: Path) -> bool:
     """True when the checkpoint's actor still holds the loaded weights: its learner had done no
     more updates than the agent's `actor_frozen_updates` (read from its own trainer.json)."""
+    from robolearn.policies.checkpoints import read_json_file
+
     try:
-        state = json.loads((Path(checkpoint) / "trainer.json").read_text())
-    except (OSError, ValueError):
+        state = read_json_file(Path(checkpoint) / "trainer.json")
+    except DatasetError:       # unreadable: load_policy will say so if it is chosen
+        return False
+    if not isinstance(state, dict):
         return False
     frozen = (((state.get("launch") or {}).get("learner") or {}).get("agent") or {}).get("actor_frozen_updates")
     updates = state.get("updates")
