@@ -13,6 +13,7 @@ session's training episodes.
     python scripts/operator_in_twin.py runs/lift-wrist-perception runs/lift-camera-8 --episodes 30
     python scripts/operator_in_twin.py ... --set grasp_progress=False  # the rule without the grasp (the lift file's)
     python scripts/operator_in_twin.py ... --set landing_m=0.02        # + a finger coming down on the cube (stop 51)
+    python scripts/operator_in_twin.py ... --set resume_grasp=False   # every takeover from above (before stop 57)
     python scripts/operator_in_twin.py ... --unattended                # nobody drives: landings seen, lifted or not
 """
 from __future__ import annotations
@@ -91,7 +92,7 @@ def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
         helped += lifted and took
     return {"driven_share": round(driven / steps, 3), "episodes_with_takeover": taken,
             "lifted_alone": alone, "lifted_after_takeover": helped, "episodes": episodes,
-            "takeover_reasons": op.stats()["takeover_reasons"]}
+            "takeover_reasons": op.stats()["takeover_reasons"], "takeover_starts": op.stats()["takeover_starts"]}
 
 
 def main() -> None:
@@ -122,7 +123,7 @@ def main() -> None:
             print(f"{run} {options or ''}: driven share {rep['driven_share']:.3f}, episodes with a takeover "
                   f"{rep['episodes_with_takeover']}/{args.episodes}, lifted alone {rep['lifted_alone']}, "
                   f"lifted after a takeover {rep['lifted_after_takeover']}, takeovers by reason "
-                  f"{rep['takeover_reasons']}", flush=True)
+                  f"{rep['takeover_reasons']}, the hands starting {rep['takeover_starts']}", flush=True)
     finally:
         env.close()
 

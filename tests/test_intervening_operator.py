@@ -104,7 +104,41 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
         assert set(np.unique(grip)) <= {-1.0, 1.0}            # the gripper is a button: no noise
         assert env.device.stats() == {"takeovers": 1, "driven_steps": len(driven),
                                       "handbacks": {"lifted": 1, "gave_up": 0},
-                                      "takeover_reasons": {"stuck": 1, "landing": 0}, "late_looks": 0}
+                                      "takeover_reasons": {"stuck": 1, "landing": 0},
+                                      "takeover_starts": {"above": 1}, "late_looks": 0}
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("resume_grasp", [True, False])
+def test_the_operator_closes_a_grasp_the_policy_left_under_way(robot, resume_grasp):
+    """A policy that brings the open fingers around the cube and stops there: the operator takes
+    over and, from where the hand is (`resume_grasp`, the default), closes and lifts at once; every
+    takeover from above (before stop 57) first opens, goes 5 cm up and comes back down."""
+    from robolearn.teleop import make_device
+
+    opts = {"patience_s": 0.5, "reaction_s": 0.1, "noise": 0.0, "resume_grasp": resume_grasp}
+    env = _actor_env(robot, _session_cfg(robot, intervene_options=opts))
+    try:
+        hands = make_device("operator", env, truth_url=robot.truth_url, mode="demo")
+        hands.reset()
+        hold_open = np.array([0, 0, 0, 1], np.float32)
+
+        def policy(obs):            # the scripted approach, stopped with the cube between the fingers
+            a = hands.read(obs).action
+            return hold_open if hands.phase != "above" and hands.phase != "descend" else a
+
+        flags, applied, lifted = _episode(robot, env, policy, steps=150)
+        assert flags.any() and lifted.any()
+        z, grip = applied[flags, 2], applied[flags, 3]
+        starts = env.device.stats()["takeover_starts"]
+        if resume_grasp:
+            assert starts == {"close": 1}
+            assert grip[0] < 0 and np.all(z[:6] == 0)         # closes where the hand is ...
+            assert not np.any(z < 0)                          # ... and only goes up, with the cube
+        else:
+            assert starts == {"above": 1}
+            assert grip[0] > 0 and z[0] > 0 and np.any(z < 0)  # opens, goes up, comes back down
     finally:
         env.close()
 
@@ -121,6 +155,26 @@ def test_operator_leaves_a_policy_that_makes_progress_alone(robot):
         flags, _, lifted = _episode(robot, env, lambda obs: policy_hands.read(obs).action, steps=90)
         assert lifted.any() and not flags.any()
         assert env.device.stats()["takeovers"] == 0
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("ee, phase, hover", [
+    ((0.222, 0.0, 0.02), "close", 0.07),      # the cube between the open fingers: close and lift
+    ((0.22, 0.003, 0.06), "descend", 0.07),   # over it, on the way down: come down
+    ((0.25, 0.0, 0.05), "above", 0.04),       # beside it, low: over it at the fingertips' clearance
+    ((0.25, 0.0, 0.07), "above", 0.055),      # ... at the hand's own height
+    ((0.25, 0.0, 0.15), "above", 0.07),       # ... at most the scripted hover
+])
+def test_a_takeover_starts_from_where_the_hand_is(ee, phase, hover):
+    env = gym.make(LIFT, control_hz=10)
+    try:
+        from robolearn.teleop.operator import OperatorConfig, OperatorDevice
+
+        scene = {"bodies": {"cube": [0.22, 0.0, CUBE_HALF, 1, 0, 0, 0]}, "sites": {"ee": list(ee)}}
+        hands = OperatorDevice(env, OperatorConfig(), truth=lambda: scene)
+        assert hands.take_over(scene) == phase == hands.phase
+        assert hands.hover == pytest.approx(hover)
     finally:
         env.close()
 

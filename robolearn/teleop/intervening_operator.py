@@ -46,7 +46,15 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   steps) after the decision; the policy drives meanwhile. Letting go also comes `reaction_s`
   after the person sees the cube lifted.
 - **hands**: the same device interface as a SpaceMouse: `OperatorDevice` drives the scripted
-  lift from where the arm is (above the cube, descend, close, lift), plus Gaussian hand noise
+  lift (above the cube, descend, close, lift) from where the arm is (`resume_grasp`, the default
+  since stop 57): the fingers already around the cube at the grasp height are closed and the cube
+  lifted; a hand over the cube on its way down comes down; any other hand moves across to over the
+  cube at its own height (at least 4 cm over the cube's centre, at most the 7 cm hover) and comes
+  down. Every takeover from the hover above (`resume_grasp = false`) opened a grasp the policy had
+  under way, and its clone learnt the detour: in the servo-fitted twin with sessions 33-35's last
+  policies the share driven went 0.34-0.37 -> 0.25-0.29 and the episodes lifted 26-29 -> 29-30 of
+  30 (docs/bench/finetune/README.md, "Lift: the operator takes over from where the hand is").
+  Plus Gaussian hand noise
   of std `noise` (0.05 action units = 1.25 mm per step) on the three translation dims; the
   gripper is a button (no noise). The operator hands back when the cube is lifted, or after
   `max_takeover_s` (6 s) without a lift (the person gives up and lets the policy try).
@@ -103,6 +111,7 @@ class InterveneConfig:
     noise: float = 0.05          # std of the hand's noise on the translation dims (action units)
     max_takeover_s: float = 6.0  # hand back after this long even without a lift
     max_per_episode: int = 1     # takeovers per episode
+    resume_grasp: bool = True    # the hands start from where the arm is: a grasp under way is closed and lifted
 
     def check(self) -> "InterveneConfig":
         for k in ("patience_s", "progress_m", "grip_progress_m", "near_m", "max_takeover_s"):
@@ -113,8 +122,9 @@ class InterveneConfig:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
-        if not isinstance(self.grasp_progress, bool):
-            raise ConfigError(f"intervening operator: grasp_progress={self.grasp_progress!r} must be true or false")
+        for k in ("grasp_progress", "resume_grasp"):
+            if not isinstance(getattr(self, k), bool):
+                raise ConfigError(f"intervening operator: {k}={getattr(self, k)!r} must be true or false")
         for k in ("max_per_episode", "grasp_tries"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -154,6 +164,7 @@ class InterveningOperator:
         self.driven_steps = 0
         self.handbacks = {"lifted": 0, "gave_up": 0}
         self.reasons = {"stuck": 0, "landing": 0}   # why each takeover was decided
+        self.start_phases: dict[str, int] = {}       # where the hands began each takeover: above | descend | close
         self.reset()
 
     def reset(self) -> None:
@@ -253,7 +264,12 @@ class InterveningOperator:
             self.episode_takeovers += 1
             self.takeovers += 1
             self.reasons[self._reason] += 1
-            self.hands.reset()           # plan the lift from where the arm is now
+            if cfg.resume_grasp:         # plan the lift from where the hand is now
+                start = self.hands.take_over(truth)
+            else:                        # ... or from above, whatever the policy was doing
+                self.hands.reset()
+                start = self.hands.phase
+            self.start_phases[start] = self.start_phases.get(start, 0) + 1
         if self.state == "driving" and self._until is None:
             if lifted:
                 self._until, self._why = self.step + self.reaction_steps, "lifted"
@@ -275,6 +291,7 @@ class InterveningOperator:
     def stats(self) -> dict:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
                 "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons),
+                "takeover_starts": dict(self.start_phases),
                 "late_looks": self.hands.late_looks}
 
     def help(self) -> str:
