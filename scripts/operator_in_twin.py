@@ -13,7 +13,7 @@ session's training episodes.
     python scripts/operator_in_twin.py runs/lift-wrist-perception runs/lift-camera-8 --episodes 30
     python scripts/operator_in_twin.py ... --set grasp_progress=False  # the rule without the grasp (the lift file's)
     python scripts/operator_in_twin.py ... --set landing_m=0.02        # + a finger coming down on the cube (stop 51)
-    python scripts/operator_in_twin.py ... --set resume_grasp=False   # every takeover from above (before stop 57)
+    python scripts/operator_in_twin.py ... --set resume_grasp=True    # takeovers from where the hand is (stop 57)
     python scripts/operator_in_twin.py ... --unattended                # nobody drives: landings seen, lifted or not
 """
 from __future__ import annotations

@@ -181,6 +181,51 @@ def test_a_camera_that_never_comes_back_stops_the_actor_with_the_arm_held(tmp_pa
     assert len(Dataset(tmp_path / "episodes")) == rec.saved >= 1
 
 
+@pytest.mark.timeout(90)
+def test_a_camera_drop_in_an_evaluation_holds_the_arm_and_runs_the_episode_again(tmp_path):
+    """The zero-shot and final evaluations (`evaluate_on_robot`) treat a stalled stream as training
+    does: the arm held (no goal write while the stream is out), the episode dropped with its
+    reason, and the same episode run again once the stream is back, so the evaluation still has
+    every episode it was asked for. Lift session 37 ended in its zero-shot evaluation on one stale
+    frame."""
+    from robolearn.runtime.actor import _make_env
+    from robolearn.runtime.finetune import evaluate_on_robot
+
+    episodes = 3
+    with start_emulator("arm", reality={"camera": {"fps": 15, "size": [32, 32]}}) as robot:
+        emu = robot.emulator
+        cfg = _actor(robot, tmp_path).cfg
+        seen: dict = {}
+        rng = np.random.default_rng(0)
+        steps = [0]
+
+        def act(obs):
+            steps[0] += 1
+            if steps[0] == EP_STEPS + 10:          # ten steps into the second episode: the stream hangs
+                post_faults(robot.faults_url, {"camera_stall": True})
+                threading.Thread(target=release, daemon=True).start()
+            return rng.uniform(-1, 1, 4).astype(np.float32)
+
+        def release():
+            time.sleep(STALE_S + 1.0)              # noticed, and held a while
+            seen["writes_held"] = emu.goal_writes
+            time.sleep(1.0)
+            seen["writes_end"] = emu.goal_writes
+            post_faults(robot.faults_url, {"camera_stall": False})
+
+        res = evaluate_on_robot(lambda: _make_env(cfg), act, episodes, seed=0, max_outage_s=30.0)
+        faults = post_faults(robot.faults_url, {})
+    assert faults["camera_stalls"] == 1
+    assert seen["writes_end"] == seen["writes_held"], "goal positions were written during the outage"
+    assert res["episodes"] == episodes and res["success_rate"] is not None
+    (outage,) = res["camera_outages"]
+    assert outage["reason"] == "camera_dropped" and outage["outage_s"] > 1.5
+    # the stall came mid-episode: that episode is dropped and run again, none is lost
+    assert res["episodes_discarded"] == {"camera_dropped": 1}
+    assert 5 <= outage["episode_steps_discarded"] < EP_STEPS
+    assert res["env_steps"] <= episodes * EP_STEPS < steps[0]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_finetune_session_goes_on_after_the_camera_drops(tmp_path):

@@ -113,8 +113,8 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
 @pytest.mark.parametrize("resume_grasp", [True, False])
 def test_the_operator_closes_a_grasp_the_policy_left_under_way(robot, resume_grasp):
     """A policy that brings the open fingers around the cube and stops there: the operator takes
-    over and, from where the hand is (`resume_grasp`, the default), closes and lifts at once; every
-    takeover from above (before stop 57) first opens, goes 5 cm up and comes back down."""
+    over and, from where the hand is (`resume_grasp = true`), closes and lifts at once; a takeover
+    from above (the default) first opens, goes 5 cm up and comes back down."""
     from robolearn.teleop import make_device
 
     opts = {"patience_s": 0.5, "reaction_s": 0.1, "noise": 0.0, "resume_grasp": resume_grasp}

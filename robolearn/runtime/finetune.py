@@ -32,11 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from robolearn.env import env_control_hz
-from robolearn.errors import ConfigError, DatasetError
+from robolearn.errors import CameraError, ConfigError, DatasetError
 
 log = logging.getLogger("robolearn.runtime.finetune")
 
 REPUBLISH_S = 1.0
+OUTAGE_POLL_S = 0.05   # an evaluation waiting for a camera looks at it this often
 #: warm_start = "rlpd": the prior buffer's share of every batch (sim rollouts, robot demos,
 #: interventions), RLPD's symmetric sampling; `[replay] prior_runs` (e.g. the pretraining run's
 #: replay) then take 0.25 more from the online half (policies/replay_setup.py, `batch_shares`)
@@ -312,48 +313,67 @@ def load_robot_demos(learner) -> dict:
 
 
 # ------------------------------------------------------------------------- on the robot
-def evaluate_on_robot(make_env, act, episodes: int, seed: int) -> dict:
+def evaluate_on_robot(make_env, act, episodes: int, seed: int, max_outage_s: float = 120.0) -> dict:
     """Episodes of `act` on the robot env: the env's success and, where the backend has an
     oracle (`info["true_success"]`: a simulator or an emulator), the true success. A step whose
     reward is missing (NaN: e.g. the camera did not see the cube) is counted, not summed: one such
-    step made the whole mean return NaN."""
+    step made the whole mean return NaN. A camera that stops giving frames (in a step or a reset)
+    is what it is in training (runtime/camera_outage.py): the robot held, the episode dropped
+    (`camera_dropped`), a wait of up to `max_outage_s` for the stream, and the same episode (its
+    seed) run again; lift session 37 ended in its zero-shot evaluation on one frame 1.14 s old."""
     from robolearn.reset_report import ResetStats
+    from robolearn.runtime.camera_outage import CameraOutage
 
     env = make_env()
     rets, model, truth, steps = [], [], [], []
     missing = 0           # steps whose reward source gave no verdict (NaN): left out of the return
     resets = ResetStats()
+    outage = None
     t0 = time.monotonic()
     try:
-        for ep in range(episodes):
-            obs, info = env.reset(seed=seed + ep)
-            if isinstance(info.get("reset"), dict):
-                resets.add(info["reset"])
-            ret, ok, true_ok, n = 0.0, False, None, 0
-            while True:
-                obs, r, term, trunc, info = env.step(act(obs))
-                if math.isfinite(float(r)):
-                    ret += float(r)
-                else:
-                    missing += 1
-                n += 1
-                ok = ok or bool(info.get("success", False))
-                if "true_success" in info:
-                    true_ok = bool(true_ok or info["true_success"])
-                if term or trunc:
-                    break
+        while len(rets) < episodes:
+            ep, n = len(rets), None
+            try:
+                obs, info = env.reset(seed=seed + ep)
+                if isinstance(info.get("reset"), dict):
+                    resets.add(info["reset"])
+                ret, ok, true_ok, n, ep_missing = 0.0, False, None, 0, 0
+                while True:
+                    obs, r, term, trunc, info = env.step(act(obs))
+                    if math.isfinite(float(r)):
+                        ret += float(r)
+                    else:
+                        ep_missing += 1
+                    n += 1
+                    ok = ok or bool(info.get("success", False))
+                    if "true_success" in info:
+                        true_ok = bool(true_ok or info["true_success"])
+                    if term or trunc:
+                        break
+            except CameraError as exc:
+                outage = outage or CameraOutage(env, max_outage_s)
+                if len(outage.outages) >= episodes:   # a stream that keeps failing, not a hiccup
+                    raise
+                outage.dropped(exc, n)
+                while outage.poll() == "pause":
+                    time.sleep(OUTAGE_POLL_S)
+                continue                              # the same episode again
             rets.append(ret)
             model.append(ok)
             steps.append(n)
+            missing += ep_missing
             if true_ok is not None:
                 truth.append(true_ok)
     finally:
         env.close()
-    return {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
-            "success_rate": float(np.mean(model)) if model else None,
-            "true_success_rate": float(np.mean(truth)) if truth else None,
-            "env_steps": int(sum(steps)), "reward_missing_steps": missing,
-            "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict()}
+    out = {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
+           "success_rate": float(np.mean(model)) if model else None,
+           "true_success_rate": float(np.mean(truth)) if truth else None,
+           "env_steps": int(sum(steps)), "reward_missing_steps": missing,
+           "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict()}
+    if outage is not None:
+        out.update(outage.summary())
+    return out
 
 
 def control_hz(cfg) -> float:
@@ -582,7 +602,8 @@ def evaluate_checkpoint(cfg, checkpoint: str | Path, episodes: int) -> dict:
 
         res = evaluate_car(cfg, act, episodes, seed=cfg.seed + 7_000)
     else:
-        res = evaluate_on_robot(lambda: make_robot_env(cfg), act, episodes, seed=cfg.seed + 7_000)
+        res = evaluate_on_robot(lambda: make_robot_env(cfg), act, episodes, seed=cfg.seed + 7_000,
+                                max_outage_s=cfg.actor.camera_outage_s)
     res["checkpoint"] = str(ckpt)
     res["actions"] = cfg.finetune.eval_actions
     return res

@@ -46,14 +46,15 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   steps) after the decision; the policy drives meanwhile. Letting go also comes `reaction_s`
   after the person sees the cube lifted.
 - **hands**: the same device interface as a SpaceMouse: `OperatorDevice` drives the scripted
-  lift (above the cube, descend, close, lift) from where the arm is (`resume_grasp`, the default
-  since stop 57): the fingers already around the cube at the grasp height are closed and the cube
-  lifted; a hand over the cube on its way down comes down; any other hand moves across to over the
-  cube at its own height (at least 4 cm over the cube's centre, at most the 7 cm hover) and comes
-  down. Every takeover from the hover above (`resume_grasp = false`) opened a grasp the policy had
-  under way, and its clone learnt the detour: in the servo-fitted twin with sessions 33-35's last
-  policies the share driven went 0.34-0.37 -> 0.25-0.29 and the episodes lifted 26-29 -> 29-30 of
-  30 (docs/bench/finetune/README.md, "Lift: the operator takes over from where the hand is").
+  lift (above the cube, descend, close, lift), from the 7 cm hover above the cube whatever the
+  policy was doing (the default, sessions 1-35). With `resume_grasp = true` (stop 57) it takes up
+  the lift from where the hand is: fingers already around the cube at the grasp height close and
+  lift; a hand over the cube on its way down comes down; any other hand moves across at its own
+  height (at least 4 cm over the cube's centre, at most the hover) and comes down. In the
+  servo-fitted twin with sessions 33-35's last policies it drove less (share 0.34-0.37 -> 0.25-0.29)
+  and lifted more (26-29 -> 29-30 of 30); on the hard robot (lift session 36) its takeovers lifted
+  less often (53 of 81, against 71-83 % in sessions 33-35) and the share driven did not fall, so it
+  stays off (docs/bench/finetune/README.md, "Lift: the operator takes over from where the hand is").
   Plus Gaussian hand noise
   of std `noise` (0.05 action units = 1.25 mm per step) on the three translation dims; the
   gripper is a button (no noise). The operator hands back when the cube is lifted, or after
@@ -111,7 +112,7 @@ class InterveneConfig:
     noise: float = 0.05          # std of the hand's noise on the translation dims (action units)
     max_takeover_s: float = 6.0  # hand back after this long even without a lift
     max_per_episode: int = 1     # takeovers per episode
-    resume_grasp: bool = True    # the hands start from where the arm is: a grasp under way is closed and lifted
+    resume_grasp: bool = False   # true: the hands start from where the arm is (a grasp under way is closed and lifted)
 
     def check(self) -> "InterveneConfig":
         for k in ("patience_s", "progress_m", "grip_progress_m", "near_m", "max_takeover_s"):
