@@ -208,7 +208,8 @@ class OperatorDevice:
         the phase it starts in. Why: starting every takeover from above opened a grasp the policy had
         under way and took the hand 5 cm up and back (lift sessions 32-35: the takeovers came at a
         median 3.2-3.8 s, at the policy's own grasps), and the policy, a clone of the driven rows,
-        learnt that detour at the grasp."""
+        learnt that detour at the grasp. Used only with the intervening operator's `resume_grasp`,
+        off by default: on the hard robot its takeovers lifted less often (lift session 36)."""
         self.reset()
         cube = np.asarray(truth["bodies"]["cube"][:3], float)
         ee = np.asarray(truth["sites"]["ee"], float)
