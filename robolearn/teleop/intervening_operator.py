@@ -53,7 +53,7 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   height (at least 4 cm over the cube's centre, at most the hover) and comes down. In the
   servo-fitted twin with sessions 33-35's last policies it drove less (share 0.34-0.37 -> 0.25-0.29)
   and lifted more (26-29 -> 29-30 of 30); on the hard robot (lift session 36) its takeovers lifted
-  less often (53 of 81, against 71-83 % in sessions 33-35) and the share driven did not fall, so it
+  less often (53 of 81, against 71-82 % in sessions 33-35) and the share driven did not fall, so it
   stays off (docs/bench/finetune/README.md, "Lift: the operator takes over from where the hand is").
   Plus Gaussian hand noise
   of std `noise` (0.05 action units = 1.25 mm per step) on the three translation dims; the
