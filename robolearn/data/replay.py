@@ -134,8 +134,9 @@ class ReplayBuffer:
         return all(np.array_equal(self._obs[k][slot], obs[k]) for k in self._obs)
 
     def add(self, obs: dict, action, reward: float, next_obs: dict, terminated: bool,
-            truncated: bool, intervention: bool = False) -> None:
-        """Store one transition. Consecutive calls of one episode share the frame in between."""
+            truncated: bool, intervention: bool = False) -> int:
+        """Store one transition; returns its slot. Consecutive calls of one episode share the
+        frame in between."""
         self._check_obs(obs, "obs")
         self._check_obs(next_obs, "next_obs")
         action = np.asarray(action, np.float32)
@@ -167,6 +168,18 @@ class ReplayBuffer:
         if terminated or truncated:  # slot j stays a pad holding the final observation
             self._ptr = (j + 1) % cap
             self._open = False
+        return i
+
+    def end_at(self, slot: int, reward_delta: float = 0.0) -> None:
+        """Make the stored transition at `slot` terminal, its reward moved by `reward_delta`
+        (`runtime/takeover_penalty.py`: the policy's step into an operator takeover). The frames
+        stay: the stream that follows still starts from its next observation."""
+        if not self._valid[slot]:
+            raise DatasetError(f"slot {slot} holds no transition")
+        self._reward[slot] += np.float32(reward_delta)
+        self._terminated[slot] = True
+        if self._touched is not None:
+            self._touched.append(int(slot))
 
     # ----------------------------------------------------------------------------- sampling
     def _sample_indices(self, batch_size: int) -> np.ndarray:

@@ -162,6 +162,9 @@ class FinetuneConfig:
     prior_takeovers: str = "all"     # the operator's takeovers that join the prior (RLPD, BC-anchored) buffer:
                                      # "all" (HIL-SERL) or "successful" (those the reward called a success
                                      # in; the replay keeps every row: runtime/takeover_prior.py)
+    takeover_penalty: float | None = None  # set: the policy's last step before each takeover is stored
+                                     # terminal with this taken off its reward (RLIF; unset: off;
+                                     # runtime/takeover_penalty.py)
     robot_demos: int = 0             # demos the emulated operator records on the robot at the start
                                      # (teleop path, RUN/robot_demos), RLPD prior data with prior_data
     demo_episodes: int = 0           # CarLap on the emulated car: episodes the emulated operator drives
@@ -278,6 +281,11 @@ class LaunchConfig:
             if ft.prior_takeovers not in TAKEOVER_MODES:
                 raise ConfigError(f"finetune.prior_takeovers={ft.prior_takeovers!r}: choose one of "
                                   f"{', '.join(TAKEOVER_MODES)}")
+            if ft.takeover_penalty is not None and (
+                    isinstance(ft.takeover_penalty, bool) or not isinstance(ft.takeover_penalty, (int, float))
+                    or not math.isfinite(ft.takeover_penalty) or ft.takeover_penalty < 0):
+                raise ConfigError(f"finetune.takeover_penalty={ft.takeover_penalty!r}: a number >= 0 (the "
+                                  "reward taken off the policy's step into a takeover), or leave it out")
             if ft.final_policy == "reward" and not ft.record:
                 raise ConfigError("finetune.final_policy = \"reward\" chooses by the recorded episodes: "
                                   "set record = true")

@@ -132,6 +132,9 @@ class Learner:
 
         self.takeover_prior = TakeoverPrior.at_rate(
             cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env, 10.0))
+        from robolearn.runtime.takeover_penalty import TakeoverPenalty
+
+        self.takeover_penalty = TakeoverPenalty(cfg.finetune.takeover_penalty if cfg.finetune is not None else None)
         self.republish_s = 0.0  # > 0: re-send weights this often while no update happens
         self.finetune_info: dict | None = None
         # before prepare_learner: a restarted session learner resumes this count from its
@@ -357,13 +360,16 @@ class Learner:
                 term = term or bool(labelled_term[i])
             interv = bool(b["intervention"][i])
             r = float(rewards[i])
-            row = None
+            row = slot = None
             if r == r:  # NaN = the reward model had no answer: never stored as a reward
                 row = (obs, b["action"][i], r, nxt, term, trunc)
-                self.replay.add(*row, interv)
+                slot = self.replay.add(*row, interv)
                 rec.ep_return += r
             else:
                 self.rejected_missing_reward += 1
+            ended = self.takeover_penalty.offer(rec.actor_id, slot, interv, term or trunc)
+            if ended is not None:  # the policy's step into this takeover: a failed attempt (RLIF)
+                self.replay.end_at(ended, -self.takeover_penalty.penalty)
             if self.prior is not None:  # HIL-SERL: interventions join the prior data (all, or the successful)
                 for kept in self.takeover_prior.offer(rec.actor_id, row, interv, bool(successes[i]),
                                                       term or trunc):
@@ -508,6 +514,7 @@ class Learner:
             "nonfinite_transitions": self.nonfinite,
             "rejected_missing_reward": self.rejected_missing_reward,
             "prior_takeovers": self.takeover_prior.report(),
+            **({"takeover_penalty": self.takeover_penalty.report()} if self.takeover_penalty.on else {}),
             "peer_disconnects": self.peer_disconnects,
             "checkpoint_failures": self.checkpoint_failures,
             "rejected_handshakes": self.rejected_handshakes,

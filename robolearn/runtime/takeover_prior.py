@@ -97,9 +97,13 @@ def successful_takeover_mask(intervention, terminated, truncated, grace_steps: i
     """The rows of a replay (one actor's steps in order) that belong to takeovers ending in a
     success, by the same rule as `TakeoverPrior`. The replay keeps no success flag; in the arm
     tasks a success ends the episode (`success_terminates`), so a terminated (not truncated) step
-    is the success. Used when a resumed session refills the prior from the replay."""
+    is the success, except a policy step the operator's takeover follows: `takeover_penalty`
+    ended it (runtime/takeover_penalty.py). Used when a resumed session refills the prior from
+    the replay."""
     interv = np.asarray(intervention, bool)
     term, trunc = np.asarray(terminated, bool), np.asarray(truncated, bool)
+    into_takeover = term & ~interv & np.append(interv[1:], False)
+    term = term & ~into_takeover
     rule = TakeoverPrior("successful", grace_steps)
     keep = np.zeros(len(interv), bool)
     for i in range(len(interv)):
