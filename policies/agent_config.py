@@ -42,8 +42,9 @@ class AgentConfig:
     #: 0 = pure SAC Flow (from scratch). Multimodal demos give a multimodal flow only through it.
     flow_bc_weight: float = 0.0
     #: the Gaussian actor's behaviour-cloning anchor (TD3+BC-style): weight of the squared error
-    #: between its deterministic action and the action of each prior-data row (demos,
-    #: interventions, sim prior data, earlier runs), added to the SAC actor loss. Fine-tuning a
+    #: between its deterministic action and the action of each row drawn from the prior buffer
+    #: (demos, sim prior data, the takeovers `prior_takeovers` let in; with no prior buffer, the
+    #: replay's driven rows), added to the SAC actor loss. Fine-tuning a
     #: loaded actor beside a fresh critic: without it the new critic's early Q gradients unlearn
     #: the actor (docs/finetune.md, "Keeping the pretrained actor"). 0 = off.
     bc_weight: float = 0.0

@@ -256,10 +256,14 @@ class Agent:
             _check_batch(batch, n)
         inputs = {"obs": dict(batch.obs), "next_obs": dict(batch.next_obs), "action": batch.action,
                   "reward": batch.reward, "discount": batch.discount}
-        if cfg.flow_bc_weight or cfg.bc_weight:  # BC terms read the prior rows (demos, interventions)
-            interv = torch.as_tensor(batch.intervention).to(self.device).bool()
-            prior = interv if batch.prior is None else interv | torch.as_tensor(batch.prior).to(self.device)
-            inputs["prior"] = prior.float()
+        if cfg.flow_bc_weight or cfg.bc_weight:
+            # BC terms read the prior rows: with a prior buffer, the rows drawn from it (demos,
+            # sim prior data, the takeovers `prior_takeovers` let in), never a driven row of the
+            # online replay, which keeps every takeover, the failed ones too (lift sessions
+            # 33-39: their rows hovered over the cube, and the clone learnt to hover); without
+            # one, the driven rows of the replay
+            src = batch.intervention if batch.prior is None else batch.prior
+            inputs["prior"] = torch.as_tensor(src).to(self.device).float()
         do_actor = n % cfg.actor_every == 0 and n > cfg.actor_frozen_updates
         if self._manual is not None:
             keys, values = self._manual.run(inputs, do_actor)

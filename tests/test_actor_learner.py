@@ -1,5 +1,6 @@
 """Actor/learner as real processes over loopback: learner restarts, actor deaths, `launch`."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -171,6 +172,10 @@ def test_one_of_two_actors_killed_learner_keeps_training(tmp_path, procs):
         return None
 
     wait_for(both_streaming, 60, "both actors streaming and training", [learner, a0, a1])
+    # the learner logs its updates' losses, as `robolearn train` does: the means since the last row
+    rows = wait_for(lambda: [r for r in metrics(out) if r.get("kind") == "train" and "critic_loss" in r],
+                    30, "a train row with the update metrics", [learner])
+    assert all(math.isfinite(rows[-1][k]) for k in ("critic_loss", "q", "actor_loss", "alpha")), rows[-1]
     os.killpg(a1.pid, signal.SIGKILL)
     a1.wait()
     dead = wait_for(lambda: next((m for m in metrics(out)

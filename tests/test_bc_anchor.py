@@ -24,7 +24,7 @@ def _buffers(n=64):
     return online, prior
 
 
-def test_bc_term_reads_only_prior_and_intervention_rows():
+def test_bc_term_reads_the_prior_buffers_rows_or_without_one_the_driven_rows():
     online, prior = _buffers()
     b = MixedSampler(online, prior, prior_fraction=0.25).sample(8)
     agent = make_agent("rlpd", STATE, ACT, seed=0, bc_weight=1.0, utd=1, **TINY)
@@ -32,8 +32,14 @@ def test_bc_term_reads_only_prior_and_intervention_rows():
     assert m["bc_loss"] > 0 and math.isfinite(m["actor_loss"])
     none = dataclasses.replace(b, prior=np.zeros(8, bool), intervention=np.zeros(8, bool))
     assert agent.update(none)["bc_loss"] == 0.0
-    interventions = dataclasses.replace(none, intervention=np.ones(8, bool))
-    assert agent.update(interventions)["bc_loss"] > 0
+    # a driven row of the online replay is not cloned when a prior buffer decides what is (the
+    # failed takeovers stay in the replay only, `prior_takeovers = "successful"`) ...
+    driven_online = dataclasses.replace(none, intervention=np.ones(8, bool))
+    assert agent.update(driven_online)["bc_loss"] == 0.0
+    # ... and is when there is no prior buffer (HIL-SERL's interventions in the replay alone)
+    no_prior_buffer = dataclasses.replace(driven_online, prior=None)
+    assert agent.update(no_prior_buffer)["bc_loss"] > 0
+    assert agent.update(dataclasses.replace(none, prior=None))["bc_loss"] == 0.0
     assert "bc_loss" not in make_agent("rlpd", STATE, ACT, seed=0, utd=1, **TINY).update(b)
 
 

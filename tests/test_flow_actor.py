@@ -201,7 +201,7 @@ def test_flow_actor_reads_pixel_features():
 
 def test_flow_bc_term_reads_only_the_prior_rows():
     """`flow_bc_weight`: the flow-matching BC term sees the prior part of a mixed batch (demos,
-    interventions) and nothing else; on a batch with no prior row it is exactly zero."""
+    the takeovers let in) and nothing else; on a batch with no prior row it is exactly zero."""
     import dataclasses
 
     from robolearn.data.replay import MixedSampler, ReplayBuffer
@@ -219,8 +219,10 @@ def test_flow_bc_term_reads_only_the_prior_rows():
     assert m["flow_bc_loss"] > 0 and math.isfinite(m["actor_loss"])
     none = dataclasses.replace(b, prior=np.zeros(8, bool), intervention=np.zeros(8, bool))
     assert agent.update(none)["flow_bc_loss"] == 0.0
-    interventions = dataclasses.replace(none, intervention=np.ones(8, bool))  # HIL-SERL rows count too
-    assert agent.update(interventions)["flow_bc_loss"] > 0
+    # driven rows: with a prior buffer only those it holds count; without one, the replay's
+    driven_online = dataclasses.replace(none, intervention=np.ones(8, bool))
+    assert agent.update(driven_online)["flow_bc_loss"] == 0.0
+    assert agent.update(dataclasses.replace(driven_online, prior=None))["flow_bc_loss"] > 0
     assert "flow_bc_loss" not in make_agent("rlpd", STATE, ACT, seed=0, actor="flow", utd=1, **TINY).update(b)
     with pytest.raises(ConfigError, match=r"flow_bc_weight=1.0.*actor='flow'"):
         make_agent("rlpd", STATE, ACT, flow_bc_weight=1.0)

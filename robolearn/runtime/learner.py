@@ -159,6 +159,7 @@ class Learner:
         self.eval_curve: list[tuple[int, float]] = []  # (env_steps, success rate)
         self.sockets = None
         self._metrics_f = None
+        self._loss_acc: dict[str, list] = {}   # update metrics (critic_loss, q, bc_loss, ...) since the last row
         self._t_start = time.monotonic()
 
     def _server_labeler(self, cfg: LaunchConfig):
@@ -397,7 +398,11 @@ class Learner:
         t_end = time.monotonic() + max_seconds
         done = 0
         while done < max_updates:
-            self.agent.update(self.sampler.sample(self.batch_size))
+            out = self.agent.update(self.sampler.sample(self.batch_size))
+            for k, v in out.items():   # means since the last metrics row, as `robolearn train` logs them
+                acc = self._loss_acc.setdefault(k, [0.0, 0])
+                acc[0] += float(v)
+                acc[1] += 1
             done += 1
             if self.agent.num_updates % self.lcfg.publish_every == 0:
                 self.publish()
@@ -474,7 +479,9 @@ class Learner:
                     self.check_actors()
                     ups = (self.agent.num_updates - upd_mark) / max(now - t_mark, 1e-9)
                     upd_mark, t_mark = self.agent.num_updates, now
-                    self._log({"kind": "train", **self.progress(), "updates_per_s": round(ups, 1)})
+                    self._log({"kind": "train", **self.progress(), "updates_per_s": round(ups, 1),
+                               **{k: t / n for k, (t, n) in self._loss_acc.items()}})
+                    self._loss_acc = {}
                     last_metrics = now
                 ee = self.lcfg.eval_every
                 if ee and self.env_steps - last_eval_step >= ee and self.agent.num_updates:
