@@ -409,7 +409,7 @@ def _session(args, cfg, run_dir) -> int:
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
                                                if k in ("env_steps", "updates", "wall_s", "finetune",
                                                         "exit_reason", "utd", "reward_server",
-                                                        "prior_takeovers")}
+                                                        "prior_takeovers", "takeover_penalty")}
         if emulator is not None and emulator.truth_url:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
         if emulator is not None:
