@@ -260,8 +260,8 @@ class Agent:
             # BC terms read the prior rows: with a prior buffer, the rows drawn from it (demos,
             # sim prior data, the takeovers `prior_takeovers` let in), never a driven row of the
             # online replay, which keeps every takeover, the failed ones too (lift sessions
-            # 33-39: their rows hovered over the cube, and the clone learnt to hover); without
-            # one, the driven rows of the replay
+            # 33-39: 2-4x as many rows over the cube as the lifted takeovers, most with the hand
+            # still); without one, the driven rows of the replay
             src = batch.intervention if batch.prior is None else batch.prior
             inputs["prior"] = torch.as_tensor(src).to(self.device).float()
         do_actor = n % cfg.actor_every == 0 and n > cfg.actor_frozen_updates

@@ -10,7 +10,8 @@ the intervention signal itself: the person taking over says the policy's last ac
 With `[finetune] takeover_penalty = P`, the last policy step before each takeover is stored
 terminal with `P` taken off its reward: the critic then values the road into a takeover at -P,
 not at what the operator went on to do, and the actor's Q term pushes away from it. The
-operator's own steps are stored as before (their episode goes on from that state).
+operator's own steps are stored as before (their episode goes on from that state). Measured in
+one lift session (39), before the anchor fix: the rate flat, the hover unchanged (docs/finetune.md).
 """
 from __future__ import annotations
 
