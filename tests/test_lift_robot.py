@@ -437,7 +437,7 @@ def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_p
 
     env = gym.make(LIFT, obs="both", camera="front", reset_mode="physical")
     base = env.unwrapped
-    errs = {0: [], 1: [], 2: []}
+    errs = {0: [], 1: [], 2: [], 3: []}
     orig = PC._Frames.add
 
     def add(self, image, label, cycle, kind):       # the sim's truth at the moment of each frame
@@ -459,9 +459,11 @@ def test_camera_calibration_labels_frames_with_the_arm_and_fits_the_finder(tmp_p
         env.close()
     assert stats["cycles"] == 10 and len(placed) == stats["operator_placements"] == 2   # start, cycle 5
     assert stats["robot_s"] > 20
-    # on the table / in the hand / at the look pose; in the hand the fingers centre the cube
-    # across their closing direction only, so it may sit up to ~1.5 cm along them (and is let go there)
-    for kind, (mean, most) in {0: (0.008, 0.015), 1: (0.012, 0.02), 2: (0.01, 0.02)}.items():
+    # on the table / in the hand / at the look pose / hovering over it (the hover must not push it);
+    # in the hand the fingers centre the cube across their closing direction only, so it may sit up
+    # to ~1.5 cm along them (and is let go there)
+    assert (frames["episode"]["kind"] == 3).sum() == 10 * cfg.hover_points * cfg.hover_frames
+    for kind, (mean, most) in {0: (0.008, 0.015), 1: (0.012, 0.02), 2: (0.01, 0.02), 3: (0.008, 0.015)}.items():
         e = errs[kind]
         assert len(e) and np.mean(e) < mean and np.max(e) < most, (kind, np.mean(e), np.max(e))
     assert frames["look"]["labels"].shape == (20, 2) and frames["episode"]["labels"].shape[1] == 3

@@ -48,6 +48,12 @@ class PerceptionCalibrationConfig:
                                        # cycles: a grasp centres the cube across the fingers only, so
                                        # the arm's idea of where it is drifts ~2 mm a cycle (measured)
     in_hand_frames: int = 3            # frames at each still point with the cube in the hand
+    hover_points: int = 3              # still points over the cube before each grasp (the cube on the
+                                       # table): 5-7.5 cm up (the cube's top at 3), up to 1.5 cm across, where the lift
+                                       # policy decides to come down; the approach's moving frames left
+                                       # the wrist localiser 10-11 mm off there, held out and trained on
+                                       # alike (stop 59, scripts/localiser_error_by_distance.py)
+    hover_frames: int = 2              # frames at each of them
     label_margin: float = 0.01         # success classifier: frames within this of the lift height
                                        # (m) are left out (the cube's seat in the hand is ~1 cm unsure)
     classifier_epochs: int = 40        # with the best held-out epoch from 10 on kept (classifier.py):
@@ -160,6 +166,11 @@ def collect_robot_frames(task, camera, cfg: PerceptionCalibrationConfig, put_cub
             near = known[:2] + rng.uniform(-0.07, 0.07, 2)
             run(go(mover, (near[0], near[1], rng.uniform(0.05, 0.12)), open_=True), on_table, c)
         run(go(mover, (known[0], known[1], hover), open_=True, roll=0.0), on_table, c)
+        for _ in range(cfg.hover_points):   # the lift policy's hover, held still (kind 3)
+            over = known[:2] + rng.uniform(-0.015, 0.015, 2)
+            run(go(mover, (over[0], over[1], rng.uniform(0.05, 0.075)), open_=True, roll=0.0, speed=0.6))
+            still(on_table, c, frames=cfg.hover_frames, kind=3)
+        run(go(mover, (known[0], known[1], hover), open_=True, roll=0.0, speed=0.6))
         run(go(mover, (known[0], known[1], grasp_z), open_=True, roll=0.0, speed=0.6), on_table, c)
         run(mover.hold(6, open_=False), on_table, c)
         if not holds.holding(task):
