@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 BINS_M = ((0.0, 0.08), (0.08, 0.11), (0.11, 0.14), (0.14, 0.20))
-KINDS = {0: "moving, cube on the table", 3: "hovering still over it"}
+KINDS = {0: "moving, cube on the table", 3: "hovering still over it"}        # the ones scored
+LABELLED = {**KINDS, 1: "in the hand", 2: "at the look pose"}
 
 
 def main() -> int:
@@ -54,7 +55,7 @@ def main() -> int:
     kind, val = data["kind"], heldout_cycles(data["cycle"], 0.2)
     dist = np.linalg.norm(truth, axis=1)
     print(f"{len(kind)} frames, {val.sum()} held out; the arm's labels off the truth: "
-          + ", ".join(f"{KINDS.get(k, k)} {1000 * np.linalg.norm(labels - truth, axis=1)[kind == k].mean():.1f} mm"
+          + ", ".join(f"{LABELLED.get(k, k)} {1000 * np.linalg.norm(labels - truth, axis=1)[kind == k].mean():.1f} mm"
                       for k in np.unique(kind)))
     pc = PerceptionCalibrationConfig()
     sx, sy = collect_frames(LIFT, pc.sim_frames, loc.camera, seed=pc.seed + 17, in_camera_frame=True)
