@@ -119,11 +119,12 @@ def evaluate(frames_path: Path, front_dir: str, wrist_dir: str | None, seed: int
     few = pool[:train_cycles] if train_cycles else pool
     tr_few, tr_all = np.isin(cyc, few), np.isin(cyc, pool)
     label_err = np.linalg.norm(lab - truth, axis=1)
+    on_table = np.isin(kind, (0, 3))          # moving about it, or held still over it (collect_robot_frames)
     res = {"frames": int(len(x)), "cycles": int(len(cycles)), "heldout_cycles": int(n_val),
-           "heldout_frames": int(val.sum()), "heldout_on_table": int((val & (kind == 0)).sum()),
+           "heldout_frames": int(val.sum()), "heldout_on_table": int((val & on_table).sum()),
            "heldout_in_hand": int((val & (kind == 1)).sum()),
            "train_cycles_session": int(len(few)), "train_cycles_more": int(len(pool)),
-           "arm_label_error_m": {"all": float(label_err.mean()), "on_table": float(label_err[kind == 0].mean()),
+           "arm_label_error_m": {"all": float(label_err.mean()), "on_table": float(label_err[on_table].mean()),
                                  "in_hand": float(label_err[kind == 1].mean()),
                                  "p90": float(np.quantile(label_err, 0.9))},
            "candidates": {}}
@@ -131,7 +132,7 @@ def evaluate(frames_path: Path, front_dir: str, wrist_dir: str | None, seed: int
     def score(name, pred, t0=None):
         err = np.linalg.norm(pred[val] - truth[val], axis=1)
         row = {"heldout_true_error_m": float(err.mean()),
-               "on_table_m": float(err[kind[val] == 0].mean()), "in_hand_m": float(err[kind[val] == 1].mean()),
+               "on_table_m": float(err[on_table[val]].mean()), "in_hand_m": float(err[kind[val] == 1].mean()),
                "p90_m": float(np.quantile(err, 0.9)),
                "heldout_error_vs_arm_labels_m": _dist(pred[val], lab[val])}
         if t0 is not None:

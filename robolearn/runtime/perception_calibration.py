@@ -48,11 +48,11 @@ class PerceptionCalibrationConfig:
                                        # cycles: a grasp centres the cube across the fingers only, so
                                        # the arm's idea of where it is drifts ~2 mm a cycle (measured)
     in_hand_frames: int = 3            # frames at each still point with the cube in the hand
-    hover_points: int = 3              # still points over the cube before each grasp (the cube on the
-                                       # table): 5-7.5 cm up (the cube's top at 3), up to 1.5 cm across, where the lift
-                                       # policy decides to come down; the approach's moving frames left
-                                       # the wrist localiser 10-11 mm off there, held out and trained on
-                                       # alike (stop 59, scripts/localiser_error_by_distance.py)
+    hover_points: int = 3              # still points over the cube before each grasp (on the table):
+                                       # 5-7.5 cm up (its top at 3 cm), up to 1.5 cm across, where the
+                                       # lift policy decides to come down. The approach's moving frames
+                                       # left the wrist localiser 8-9 mm off the truth there, these
+                                       # 5-6 mm (stop 59, scripts/hover_frames_ab.py)
     hover_frames: int = 2              # frames at each of them
     label_margin: float = 0.01         # success classifier: frames within this of the lift height
                                        # (m) are left out (the cube's seat in the hand is ~1 cm unsure)
