@@ -11,7 +11,8 @@ was trained in, the stall would be a sim-to-real gap of the estimate rather than
 error. Robot figures come from the session's recorded training episodes (the policy's steps
 before any takeover); sim figures from the pretrained policy (sampled actions) in the sim twin,
 where the truth gives the estimate's error too. The robot's figures are also given by window of
-the session's episodes, to see what fine-tuning does to the hover. "Hovering": hand within 2 cm across of its
+the session's episodes, to see what fine-tuning does to the hover, and by who acted over the cube
+(the rows the actor's anchor and the critic learn from). "Still": |descent command| < 0.1. "Hovering": hand within 2 cm across of its
 estimate and 2-8 cm above it.
 """
 from __future__ import annotations
@@ -50,6 +51,31 @@ def robot_steps(run: str) -> dict:
         jump += list(j[h]); az += list(z["action"][:end][h, 2]); taken += [bool(driven.any())] * int(h.sum())
         episode.append((int(h.sum()), float(z["action"][:end][h, 2].sum())))
     return {"jump": np.array(jump), "az": np.array(az), "taken": np.array(taken, bool), "episode": episode}
+
+
+def rows_over_cube(run: str) -> dict:
+    """The descent command over the cube by who acted and how the episode ended: the robot demos,
+    the operator's rows of lifted and failed takeovers (the prior buffer keeps only the lifted
+    ones: `prior_takeovers = "successful"`), the policy's own rows."""
+    rows: dict[str, list] = {}
+    for source in ("robot_demos", "episodes"):
+        for d in sorted(glob.glob(f"{run}/{source}/episode_*")):
+            z = np.load(f"{d}/data.npz")
+            s, az = z["obs.state"][:-1], z["action"][:, 2]
+            lifted = bool(json.load(open(f"{d}/episode.json")).get("true_success"))
+            h = hovering(s)
+            if source == "robot_demos":
+                rows.setdefault("robot demos", []).extend(az[h])
+                continue
+            driven = z["intervention"].astype(bool)
+            if driven.any():
+                rows.setdefault("operator, lifted takeovers" if lifted else "operator, failed takeovers", []).extend(az[h & driven])
+                rows.setdefault("policy, before a takeover", []).extend(az[h & ~driven])
+            else:
+                rows.setdefault("policy, lifted alone" if lifted else "policy, failed alone", []).extend(az[h])
+    return {k: {"rows": len(v), "mean_descent_cmd": round(float(np.mean(v)), 3) if v else None,
+                "share_still": round(float((np.abs(v) < 0.1).mean()), 3) if v else None}
+            for k, v in rows.items()}
 
 
 def sim_steps(checkpoint: str, episodes: int, seed: int) -> dict:
@@ -115,7 +141,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=100)
     args = p.parse_args()
     for run in args.runs:
-        print(json.dumps({"run": run, **summary(robot_steps(run))}))
+        print(json.dumps({"run": run, **summary(robot_steps(run)), "rows_over_cube": rows_over_cube(run)}))
     if args.sim:
         print(json.dumps({"sim": args.sim, "episodes": args.episodes,
                           **summary(sim_steps(args.sim, args.episodes, args.seed))}))
