@@ -12,8 +12,8 @@ error. Robot figures come from the session's recorded training episodes (the pol
 before any takeover); sim figures from the pretrained policy (sampled actions) in the sim twin,
 where the truth gives the estimate's error too. The robot's figures are also given by window of
 the session's episodes, to see what fine-tuning does to the hover, and by who acted over the cube
-(the rows the actor's anchor and the critic learn from). "Still": |descent command| < 0.1. "Hovering": hand within 2 cm across of its
-estimate and 2-8 cm above it.
+(the rows the actor's anchor and the critic learn from). "Hovering": the hand within 2 cm across
+of its estimate and 2-8 cm above it; "still": |descent command| < 0.1.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ import json
 
 import numpy as np
 
-EE, ESTIMATE = slice(11, 14), slice(14, 17)   # ArmLift state: ee.x|y|z, then the localiser's 3 outputs
+from takeover_estimate_offset import EE, ESTIMATE   # the ArmLift state's hand and estimate (run from scripts/)
+
 JUMP_BINS_MM = (0, 3, 6, 10, 20, 1000)
 EPISODE_WINDOWS = ((0, 10), (10, 20), (20, 40), (40, 80), (80, 1000))
 
@@ -37,7 +38,7 @@ def robot_steps(run: str) -> dict:
     """Per hovering policy step: the estimate's jump from the previous step (mm), the descent
     command, and whether the episode was taken over later."""
     jump, az, taken, episode = [], [], [], []
-    for i, d in enumerate(sorted(glob.glob(f"{run}/episodes/episode_*"))):
+    for d in sorted(glob.glob(f"{run}/episodes/episode_*")):
         z = np.load(f"{d}/data.npz")
         driven = z["intervention"].astype(bool)
         end = int(np.argmax(driven)) if driven.any() else len(z["action"])
