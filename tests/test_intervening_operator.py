@@ -105,7 +105,8 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
         assert env.device.stats() == {"takeovers": 1, "driven_steps": len(driven),
                                       "handbacks": {"lifted": 1, "gave_up": 0},
                                       "takeover_reasons": {"stuck": 1, "landing": 0},
-                                      "takeover_starts": {"above": 1}, "late_looks": 0}
+                                      "takeover_starts": {"above": 1}, "give_up_phases": {},
+                                      "late_looks": 0}
     finally:
         env.close()
 

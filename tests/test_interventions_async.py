@@ -163,14 +163,15 @@ def test_session_report_has_the_intervention_rate_by_block_and_plots_it(tmp_path
         (run / f"actor_robot{i}.json").write_text(json.dumps({"operator": {
             "takeovers": 1, "driven_steps": 20 - 10 * i, "handbacks": {"lifted": 1, "gave_up": 0},
             "takeover_reasons": {"stuck": stuck, "landing": landing},
-            **({"takeover_starts": {"close": 1}} if i else {}), "late_looks": 2 * i}}))
+            **({"takeover_starts": {"close": 1}, "give_up_phases": {"descend": 1}} if i else {}),
+            "late_looks": 2 * i}}))
     rep = session_report(run, 10.0, {"zero_shot": {"true_success_rate": 0.2},
                                      "final": {"true_success_rate": 0.6}, "robot_demos": {"robot_time_s": 12.0}})
     saved = json.loads((run / "session_report.json").read_text())
     assert saved["intervention_rate_by_block"] == rep["intervention_rate_by_block"]
     assert rep["operator"] == {"takeovers": 2, "driven_steps": 30, "handbacks": {"lifted": 2, "gave_up": 0},
                                "takeover_reasons": {"stuck": 1, "landing": 1}, "takeover_starts": {"close": 1},
-                               "late_looks": 2}
+                               "give_up_phases": {"descend": 1}, "late_looks": 2}
     blocks = rep["intervention_rate_by_block"]
     assert sum(b["intervention_steps"] for b in blocks) == rep["interventions"] == 20 + 10
     assert sum(b["steps"] for b in blocks) == round(rep["robot_time_s"] * 10)

@@ -166,6 +166,7 @@ class InterveningOperator:
         self.handbacks = {"lifted": 0, "gave_up": 0}
         self.reasons = {"stuck": 0, "landing": 0}   # why each takeover was decided
         self.start_phases: dict[str, int] = {}       # where the hands began each takeover: above | descend | close
+        self.give_up_phases: dict[str, int] = {}     # where the hands were when the person gave up
         self.reset()
 
     def reset(self) -> None:
@@ -276,6 +277,7 @@ class InterveningOperator:
                 self._until, self._why = self.step + self.reaction_steps, "lifted"
             elif self.step - self._since >= self.max_takeover_steps:
                 self._until, self._why = self.step, "gave_up"
+                self._log_give_up(truth)
         if self.state == "driving" and self._until is not None and self.step >= self._until:
             self.state, self._until = "watching", None
             self.handbacks[self._why] += 1
@@ -289,10 +291,22 @@ class InterveningOperator:
             a[:3] += self.rng.normal(0.0, cfg.noise, size=3)
         return DeviceCommand(clip_action(a, self.dim), True, set())
 
+    def _log_give_up(self, truth: dict) -> None:
+        """Where the hands were when the person gave up: the phase of the scripted lift and how far
+        the hand truly is from the cube and from where the device commands it (the hard arm's
+        tracking error), so a session's log says why its takeovers failed."""
+        cube = np.asarray(truth["bodies"]["cube"][:3], float)
+        ee = np.asarray(truth["sites"]["ee"], float)
+        cmd = np.asarray(self.hands.task.ee_cmd, float)
+        phase = self.hands.phase
+        self.give_up_phases[phase] = self.give_up_phases.get(phase, 0) + 1
+        log.info("operator: giving up in phase %s: hand - cube %s mm, hand - command %s mm",
+                 phase, np.round((ee - cube) * 1000, 1).tolist(), np.round((ee - cmd) * 1000, 1).tolist())
+
     def stats(self) -> dict:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
                 "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons),
-                "takeover_starts": dict(self.start_phases),
+                "takeover_starts": dict(self.start_phases), "give_up_phases": dict(self.give_up_phases),
                 "late_looks": self.hands.late_looks}
 
     def help(self) -> str:
