@@ -92,7 +92,8 @@ def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
         helped += lifted and took
     return {"driven_share": round(driven / steps, 3), "episodes_with_takeover": taken,
             "lifted_alone": alone, "lifted_after_takeover": helped, "episodes": episodes,
-            "takeover_reasons": op.stats()["takeover_reasons"], "takeover_starts": op.stats()["takeover_starts"]}
+            "takeover_reasons": op.stats()["takeover_reasons"], "takeover_starts": op.stats()["takeover_starts"],
+            "give_up_phases": op.stats()["give_up_phases"], "reaims": op.stats()["reaims"]}
 
 
 def main() -> None:
@@ -123,7 +124,8 @@ def main() -> None:
             print(f"{run} {options or ''}: driven share {rep['driven_share']:.3f}, episodes with a takeover "
                   f"{rep['episodes_with_takeover']}/{args.episodes}, lifted alone {rep['lifted_alone']}, "
                   f"lifted after a takeover {rep['lifted_after_takeover']}, takeovers by reason "
-                  f"{rep['takeover_reasons']}, the hands starting {rep['takeover_starts']}", flush=True)
+                  f"{rep['takeover_reasons']}, the hands starting {rep['takeover_starts']}, giving up in "
+                  f"{rep['give_up_phases']}, re-aimed {rep['reaims']}", flush=True)
     finally:
         env.close()
 

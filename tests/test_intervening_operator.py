@@ -106,7 +106,7 @@ def test_operator_takes_over_a_stuck_policy_after_patience_and_reaction_then_han
                                       "handbacks": {"lifted": 1, "gave_up": 0},
                                       "takeover_reasons": {"stuck": 1, "landing": 0},
                                       "takeover_starts": {"above": 1}, "give_up_phases": {},
-                                      "late_looks": 0}
+                                      "reaims": 0, "late_looks": 0}
     finally:
         env.close()
 
@@ -500,3 +500,55 @@ def test_a_late_truth_is_looked_at_again_not_the_end_of_the_session():
         slow.close()
         dead.close()
         env.close()
+
+
+def _arm_off_by(offset, blocked_on_top: bool = False):
+    """A sim arm whose hand is truly `offset` (m) from where its command puts it (a hard arm's
+    tracking error the person sees), the cube at (0.22, 0) and, with `blocked_on_top`, a hand
+    more than 6 mm across from the cube's centre stopped on its top face (a finger on it)."""
+    env = gym.make(LIFT, control_hz=10)
+    env.reset(seed=0)
+    task, cube = env.unwrapped.task, np.array([0.22, 0.0, CUBE_HALF])
+
+    def truth():
+        ee = np.asarray(task.ee_cmd, float) + offset
+        if blocked_on_top and np.linalg.norm(ee[:2] - cube[:2]) > 0.006:
+            ee[2] = max(ee[2], 2 * CUBE_HALF + 0.015)
+        return {"bodies": {"cube": [*cube, 1, 0, 0, 0]}, "sites": {"ee": list(ee)}}
+    return env, truth
+
+
+@pytest.mark.parametrize("aim_by_eye", [True, False])
+@pytest.mark.parametrize("offset, blocked, reaims", [
+    ((0.015, 0.0, 0.0), False, 0),    # stops 15 mm short across (the hover's tolerance is 12 mm)
+    ((0.0, 0.010, 0.0), True, 1),     # 10 mm across: a finger comes down on the cube's top
+])
+def test_the_operator_aiming_by_eye_gets_a_hand_that_stops_short_to_the_cube(aim_by_eye, offset, blocked, reaims):
+    """A hand that does not go where the device commands it: by the command alone the person waits
+    where the hand stopped (until they give up); aiming by eye they nudge the command by the miss
+    they see, or lift a finger stopped on the cube's top and come down again re-aimed, and close."""
+    from robolearn.teleop.operator import OperatorConfig, OperatorDevice
+
+    env, truth = _arm_off_by(np.array(offset), blocked)
+    try:
+        hands = OperatorDevice(env, OperatorConfig(aim_by_eye=aim_by_eye), truth=truth)
+        hands.reset()
+        phases = []
+        for _ in range(80):
+            env.step(hands.read().action)
+            phases.append(hands.phase)
+        if aim_by_eye:
+            assert "close" in phases and hands.reaims == reaims
+            assert np.linalg.norm(hands.aim[:2] + np.array(offset[:2])) < 0.003   # the miss taken off
+        else:
+            assert "close" not in phases and phases[-1] == ("descend" if blocked else "above")
+            assert hands.reaims == 0 and not hands.aim.any()
+    finally:
+        env.close()
+
+
+def test_aiming_by_eye_is_an_operator_option():
+    from robolearn.teleop.intervening_operator import InterveneConfig
+
+    with pytest.raises(ConfigError, match="aim_by_eye"):
+        InterveneConfig(aim_by_eye="yes").check()

@@ -171,7 +171,7 @@ def test_session_report_has_the_intervention_rate_by_block_and_plots_it(tmp_path
     assert saved["intervention_rate_by_block"] == rep["intervention_rate_by_block"]
     assert rep["operator"] == {"takeovers": 2, "driven_steps": 30, "handbacks": {"lifted": 2, "gave_up": 0},
                                "takeover_reasons": {"stuck": 1, "landing": 1}, "takeover_starts": {"close": 1},
-                               "give_up_phases": {"descend": 1}, "late_looks": 2}
+                               "give_up_phases": {"descend": 1}, "reaims": 0, "late_looks": 2}
     blocks = rep["intervention_rate_by_block"]
     assert sum(b["intervention_steps"] for b in blocks) == rep["interventions"] == 20 + 10
     assert sum(b["steps"] for b in blocks) == round(rep["robot_time_s"] * 10)

@@ -184,6 +184,7 @@ def _interventions(run_dir: Path, control_hz: float, report: dict) -> dict:
                            "takeover_reasons": _sum_counts([o.get("takeover_reasons") for o in ops]),
                            "takeover_starts": _sum_counts([o.get("takeover_starts") for o in ops]),
                            "give_up_phases": _sum_counts([o.get("give_up_phases") for o in ops]),
+                           "reaims": int(sum(o.get("reaims", 0) for o in ops)),
                            "late_looks": int(sum(o.get("late_looks", 0) for o in ops))}
     demos = report.get("robot_demos") or {}
     out["robot_time_with_demos_s"] = round(report["robot_time_s"] + float(demos.get("robot_time_s", 0.0)), 1)

@@ -113,6 +113,7 @@ class InterveneConfig:
     max_takeover_s: float = 6.0  # hand back after this long even without a lift
     max_per_episode: int = 1     # takeovers per episode
     resume_grasp: bool = False   # true: the hands start from where the arm is (a grasp under way is closed and lifted)
+    aim_by_eye: bool = False     # true: the hands steer by where the hand is seen (OperatorConfig.aim_by_eye)
 
     def check(self) -> "InterveneConfig":
         for k in ("patience_s", "progress_m", "grip_progress_m", "near_m", "max_takeover_s"):
@@ -123,7 +124,7 @@ class InterveneConfig:
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ConfigError(f"intervening operator: {k}={v!r} must be a number >= 0")
-        for k in ("grasp_progress", "resume_grasp"):
+        for k in ("grasp_progress", "resume_grasp", "aim_by_eye"):
             if not isinstance(getattr(self, k), bool):
                 raise ConfigError(f"intervening operator: {k}={getattr(self, k)!r} must be true or false")
         for k in ("max_per_episode", "grasp_tries"):
@@ -145,7 +146,8 @@ class InterveningOperator:
         from robolearn.teleop.operator import OperatorConfig, OperatorDevice
 
         self.config = cfg = (config or InterveneConfig()).check()
-        self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed),
+        self.hands = OperatorDevice(env, OperatorConfig(truth_url=cfg.truth_url, mode="demo", seed=cfg.seed,
+                                                        aim_by_eye=cfg.aim_by_eye),
                                     truth=truth)
         hz = env_control_hz(env, 0.0)
         if hz <= 0:
@@ -307,6 +309,7 @@ class InterveningOperator:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
                 "handbacks": dict(self.handbacks), "takeover_reasons": dict(self.reasons),
                 "takeover_starts": dict(self.start_phases), "give_up_phases": dict(self.give_up_phases),
+                "reaims": self.hands.reaims,
                 "late_looks": self.hands.late_looks}
 
     def help(self) -> str:

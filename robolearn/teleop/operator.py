@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -44,6 +45,13 @@ GRASP_Z_M = 0.008
 #: the lowest a hand moves across to over the cube: its grasp point 4 cm above the cube's centre,
 #: the fingertips clear of the cube's top
 CLEAR_DZ_M = 0.04
+#: aiming by eye (`aim_by_eye`): a hand that moved less than this over a control step is still, and
+#: one still this many steps with its command there has stopped short (a person looks, then nudges)
+STILL_M = 0.0015
+STILL_STEPS = 3
+#: the most a person's nudges move the command off the goal (a hand further off is not a tracking
+#: error the person corrects, it is a hand that cannot get there)
+AIM_MAX_M = 0.025
 
 
 def hand_place_cube(url: str, xy=None, timeout: float = 5.0) -> dict:
@@ -119,6 +127,9 @@ class OperatorConfig:
     look_patience_s: float = 10.0   # a truth that does not answer within this is an emulator gone; a late
                                     # one is a person who looked away (lift session 31 ended on one 1 s timeout)
     fail_hold: int = 10         # fail: frames held at the end of the near miss before "failure"
+    aim_by_eye: bool = False    # steer by where the hand is seen, not by the command alone: a hand that
+                                # stopped short is nudged by the miss, a finger stopped on the cube's top
+                                # goes back up and comes down again re-aimed (a person at a SpaceMouse)
 
 
 class OperatorDevice:
@@ -152,6 +163,7 @@ class OperatorDevice:
         self._ctrl = LiftController(task, env)
         self.style = "demo"
         self.late_looks = 0          # truth requests that failed or timed out and were tried again
+        self.reaims = 0              # aim_by_eye: returns from a finger stopped on the cube's top
         # how near the commanded target must be to the goal to count as there: exact for clean
         # hands; a noisy hand (the intervening operator) never lands exactly, so it widens this
         self.cmd_tol = 1e-6
@@ -199,6 +211,8 @@ class OperatorDevice:
         self.phase, self.count, self.target = "above", 0, None
         self.hover = self._ctrl.hover                     # how high over the cube's centre "above" is
         self.marks, self.held = 0, 0
+        self.aim = np.zeros(3)                            # the person's nudges on the command (aim_by_eye)
+        self._last_ee, self._still = None, 0
 
     def take_over(self, truth: dict) -> str:
         """Plan the lift from where the hand is, as a person taking the device mid-attempt does:
@@ -243,19 +257,36 @@ class OperatorDevice:
         elif self.held > self.config.fail_hold:
             events.add("failure")                     # the near miss is over
         grip = CLOSED if self.closes else OPEN
-        if self.target is None:
+        by_eye = self.config.aim_by_eye
+        if by_eye:
+            moved = math.inf if self._last_ee is None else float(np.linalg.norm(ee - self._last_ee))
+            self._still = self._still + 1 if moved < STILL_M else 0
+            self._last_ee = np.array(ee, float)
+        if self.target is None or (by_eye and self.phase == "above"):   # by eye: where the cube is now
             self.target = cube[:2] + self.offset
         xy = self.target
         if self.phase == "above":
             goal = np.array([xy[0], xy[1], cube[2] + self.hover])
             if self._arrived(goal, ee, 0.012):
                 self.phase = "descend"
-            a = c.toward(goal, OPEN)
+            elif by_eye:
+                self._nudge(goal, ee)
+            a = c.toward(goal + self.aim, OPEN)
         elif self.phase == "descend":
             goal = np.array([xy[0], xy[1], c.grasp_z])
             if self._arrived(goal, ee, 0.008):
                 self.phase, self.count = "close", 0
-            a = c.toward(goal, OPEN, speed=0.6)
+            elif by_eye and self._stopped_short(goal):
+                miss = goal - ee
+                if ee[2] - goal[2] > 0.008 and float(np.linalg.norm(miss[:2])) > 0.004:
+                    # a finger on the cube's top: up again, the miss across taken off the aim
+                    self.aim[:2] = np.clip(self.aim[:2] + miss[:2], -AIM_MAX_M, AIM_MAX_M)
+                    self.phase, self.reaims, self._still = "above", self.reaims + 1, 0
+                    log.info("operator: a finger stopped on the cube's top %.1f mm across: up again, re-aimed",
+                             1000 * float(np.linalg.norm(miss[:2])))
+                else:
+                    self._nudge(goal, ee)
+            a = c.toward(goal + self.aim, OPEN, speed=0.6)
         elif self.phase == "close":
             self.count += 1
             if self.count >= c.close_steps:
@@ -273,12 +304,28 @@ class OperatorDevice:
         return DeviceCommand(clip_action(a, self.dim), True, events)
 
     def _arrived(self, goal, ee_true, tol: float) -> bool:
-        """The commanded target is there and the person sees the gripper there."""
+        """The commanded target is there (with the person's nudges) and the person sees the
+        gripper there."""
         from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
 
+        cmd_goal = np.clip(goal + self.aim, WORKSPACE_LOW, WORKSPACE_HIGH)
         goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
-        return (float(np.abs(self.task.ee_cmd - goal).max()) < self.cmd_tol
+        return (float(np.abs(self.task.ee_cmd - cmd_goal).max()) < self.cmd_tol
                 and float(np.linalg.norm(ee_true - goal)) < tol)
+
+    def _stopped_short(self, goal) -> bool:
+        """The command is where the person aimed it and the hand has not moved for STILL_STEPS."""
+        from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
+
+        cmd_goal = np.clip(goal + self.aim, WORKSPACE_LOW, WORKSPACE_HIGH)
+        return (self._still >= STILL_STEPS
+                and float(np.abs(self.task.ee_cmd - cmd_goal).max()) < self.cmd_tol)
+
+    def _nudge(self, goal, ee_true) -> None:
+        """A hand stopped short of `goal`: aim the command further by the miss the person sees."""
+        if self._stopped_short(goal):
+            self.aim = np.clip(self.aim + (goal - np.asarray(ee_true, float)), -AIM_MAX_M, AIM_MAX_M)
+            self._still = 0
 
     def help(self) -> str:
         return (f"operator (emulated person, sees {self.config.truth_url}): {self.config.mode} episodes; "
