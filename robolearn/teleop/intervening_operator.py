@@ -55,6 +55,11 @@ emulated robot that person is emulated here, with a person's senses, hands and r
   and lifted more (26-29 -> 29-30 of 30); on the hard robot (lift session 36) its takeovers lifted
   less often (53 of 81, against 71-82 % in sessions 33-35) and the share driven did not fall, so it
   stays off (docs/bench/finetune/README.md, "Lift: the operator takes over from where the hand is").
+  With `aim_by_eye = true` (stop 61, the lift file's) the hands steer by where they see the hand,
+  not by the command alone: a hand stopped short of a waypoint (a hard arm's sag, lag or a finger
+  stopped on the cube's top) is nudged by the miss, a finger on the cube's top goes back up and
+  comes down re-aimed, and over the hover the hands aim at where the cube is now
+  (`OperatorConfig.aim_by_eye`; without it the person waits out `max_takeover_s`).
   Plus Gaussian hand noise
   of std `noise` (0.05 action units = 1.25 mm per step) on the three translation dims; the
   gripper is a button (no noise). The operator hands back when the cube is lifted, or after
