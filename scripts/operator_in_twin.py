@@ -90,10 +90,10 @@ def with_operator(env, agent, options: dict, episodes: int, seed: int) -> dict:
         taken += took
         alone += lifted and not took
         helped += lifted and took
+    stats = op.stats()
     return {"driven_share": round(driven / steps, 3), "episodes_with_takeover": taken,
             "lifted_alone": alone, "lifted_after_takeover": helped, "episodes": episodes,
-            "takeover_reasons": op.stats()["takeover_reasons"], "takeover_starts": op.stats()["takeover_starts"],
-            "give_up_phases": op.stats()["give_up_phases"], "reaims": op.stats()["reaims"]}
+            **{k: stats[k] for k in ("takeover_reasons", "takeover_starts", "give_up_phases", "reaims")}}
 
 
 def main() -> None:

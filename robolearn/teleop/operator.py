@@ -308,18 +308,19 @@ class OperatorDevice:
         gripper there."""
         from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
 
-        cmd_goal = np.clip(goal + self.aim, WORKSPACE_LOW, WORKSPACE_HIGH)
-        goal = np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH)
-        return (float(np.abs(self.task.ee_cmd - cmd_goal).max()) < self.cmd_tol
-                and float(np.linalg.norm(ee_true - goal)) < tol)
+        return (self._commanded_there(goal)
+                and float(np.linalg.norm(ee_true - np.clip(goal, WORKSPACE_LOW, WORKSPACE_HIGH))) < tol)
 
-    def _stopped_short(self, goal) -> bool:
-        """The command is where the person aimed it and the hand has not moved for STILL_STEPS."""
+    def _commanded_there(self, goal) -> bool:
+        """The device's command is at `goal` plus the person's nudges (inside the workspace)."""
         from robolearn.sim.arm_workspace import WORKSPACE_HIGH, WORKSPACE_LOW
 
         cmd_goal = np.clip(goal + self.aim, WORKSPACE_LOW, WORKSPACE_HIGH)
-        return (self._still >= STILL_STEPS
-                and float(np.abs(self.task.ee_cmd - cmd_goal).max()) < self.cmd_tol)
+        return float(np.abs(self.task.ee_cmd - cmd_goal).max()) < self.cmd_tol
+
+    def _stopped_short(self, goal) -> bool:
+        """The command is where the person aimed it and the hand has not moved for STILL_STEPS."""
+        return self._still >= STILL_STEPS and self._commanded_there(goal)
 
     def _nudge(self, goal, ee_true) -> None:
         """A hand stopped short of `goal`: aim the command further by the miss the person sees."""
