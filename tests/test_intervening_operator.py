@@ -552,3 +552,23 @@ def test_aiming_by_eye_is_an_operator_option():
 
     with pytest.raises(ConfigError, match="aim_by_eye"):
         InterveneConfig(aim_by_eye="yes").check()
+
+
+def test_a_takeover_that_runs_out_of_time_gives_up_and_counts_where_the_hands_were(robot):
+    """A takeover shorter than the way to the cube: the person gives up in the phase the hands are
+    in (still on the way: over the cube or coming down), hands back, and the session's counters
+    say where."""
+    opts = {"patience_s": 0.5, "reaction_s": 0.1, "noise": 0.0, "max_takeover_s": 0.3}
+    env = _actor_env(robot, _session_cfg(robot, intervene_options=opts))
+    try:
+        still = np.array([0, 0, 0, 1], np.float32)          # a policy stuck at home
+        flags, _, lifted = _episode(robot, env, lambda obs: still, steps=40)
+        driven = np.flatnonzero(flags)
+        assert len(driven) == math.ceil(0.3 * HZ) and not lifted.any()
+        stats = env.device.stats()
+        assert stats["handbacks"] == {"lifted": 0, "gave_up": 1}
+        phase = env.device.hands.phase                       # the hands stopped where they gave up
+        assert phase in ("above", "descend")
+        assert stats["give_up_phases"] == {phase: 1} and stats["takeover_starts"] == {"above": 1}
+    finally:
+        env.close()
