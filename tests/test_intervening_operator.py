@@ -572,3 +572,18 @@ def test_a_takeover_that_runs_out_of_time_gives_up_and_counts_where_the_hands_we
         assert stats["give_up_phases"] == {phase: 1} and stats["takeover_starts"] == {"above": 1}
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("cube_yaw, finger_yaw, turn", [
+    (0, 0, 0.0), (30, 0, 30.0), (60, 0, 30.0), (-45, 0, 45.0), (90, 0, 0.0), (100, 10, 0.0), (20, 80, 30.0),
+])
+def test_the_cube_turn_from_the_fingers_is_folded_to_0_45_degrees(cube_yaw, finger_yaw, turn):
+    from robolearn.teleop.intervening_operator import cube_turn_deg
+
+    def pose(yaw_deg):
+        h = math.radians(yaw_deg) / 2
+        return [0.2, 0.0, 0.015, math.cos(h), 0.0, 0.0, math.sin(h)]
+
+    bodies = {"cube": pose(cube_yaw), "finger_left": pose(finger_yaw)}
+    assert cube_turn_deg(bodies) == pytest.approx(turn, abs=0.05)
+    assert cube_turn_deg({"cube": pose(cube_yaw)}) is None       # no fingers in the scene: not known

@@ -92,6 +92,20 @@ _DOWN_M = 0.001    # a fingertip this much lower than a step ago is going down
 _TOUCH_M = 0.003   # ... and one this close to the top face is on it
 
 
+def cube_turn_deg(bodies: dict) -> float | None:
+    """How far the cube is turned about the vertical from square to the fingers, 0-45 degrees
+    (None without the fingers' or the cube's orientation). Why: the fingers open 4 cm around a
+    3 cm cube, and its half-diagonal is 2.1 cm, so a cube turned near 45 degrees puts a corner under
+    each fingertip however well the hand is aimed, and this gripper cannot turn."""
+    if "finger_left" not in bodies or len(bodies.get("cube", ())) < 7 or len(bodies["finger_left"]) < 7:
+        return None
+    cube_x = _rotation(bodies["cube"])[:2, 0]
+    hand_x = _rotation(bodies["finger_left"])[:2, 0]
+    turn = math.degrees(math.atan2(hand_x[0] * cube_x[1] - hand_x[1] * cube_x[0], float(hand_x @ cube_x)))
+    turn = abs(turn) % 90.0
+    return round(min(turn, 90.0 - turn), 1)
+
+
 def _rotation(pose) -> np.ndarray:
     """The body's rotation matrix from its /truth.json pose [x, y, z, qw, qx, qy, qz] (identity if absent)."""
     import mujoco
@@ -299,16 +313,18 @@ class InterveningOperator:
         return DeviceCommand(clip_action(a, self.dim), True, set())
 
     def _log_give_up(self, truth: dict) -> None:
-        """Where the hands were when the person gave up: the phase of the scripted lift and how far
+        """Where the hands were when the person gave up: the phase of the scripted lift, how far
         the hand truly is from the cube and from where the device commands it (the hard arm's
-        tracking error), so a session's log says why its takeovers failed."""
+        tracking error), and how far the cube is turned from the fingers, so a session's log says
+        why its takeovers failed."""
         cube = np.asarray(truth["bodies"]["cube"][:3], float)
         ee = np.asarray(truth["sites"]["ee"], float)
         cmd = np.asarray(self.hands.task.ee_cmd, float)
         phase = self.hands.phase
         self.give_up_phases[phase] = self.give_up_phases.get(phase, 0) + 1
-        log.info("operator: giving up in phase %s: hand - cube %s mm, hand - command %s mm",
-                 phase, np.round((ee - cube) * 1000, 1).tolist(), np.round((ee - cmd) * 1000, 1).tolist())
+        log.info("operator: giving up in phase %s: hand - cube %s mm, hand - command %s mm, the cube turned "
+                 "%s deg from square to the fingers", phase, np.round((ee - cube) * 1000, 1).tolist(),
+                 np.round((ee - cmd) * 1000, 1).tolist(), cube_turn_deg(truth["bodies"]))
 
     def stats(self) -> dict:
         return {"takeovers": self.takeovers, "driven_steps": self.driven_steps,
