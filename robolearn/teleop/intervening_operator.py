@@ -96,7 +96,8 @@ def cube_turn_deg(bodies: dict) -> float | None:
     """How far the cube is turned about the vertical from square to the fingers, 0-45 degrees
     (None without the fingers' or the cube's orientation). Why: the fingers open 4 cm around a
     3 cm cube, and its half-diagonal is 2.1 cm, so a cube turned near 45 degrees puts a corner under
-    each fingertip however well the hand is aimed, and this gripper cannot turn."""
+    each fingertip however well the hand is aimed, and the actions (x, y, z, gripper) cannot turn
+    the wrist."""
     if "finger_left" not in bodies or len(bodies.get("cube", ())) < 7 or len(bodies["finger_left"]) < 7:
         return None
     cube_x = _rotation(bodies["cube"])[:2, 0]
