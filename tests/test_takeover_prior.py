@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from robolearn.errors import ConfigError
-from robolearn.runtime.takeover_prior import TakeoverPrior, successful_takeover_mask
+from robolearn.runtime.takeover_prior import (TakeoverPrior, climb_dims, climb_mask, successful_takeover_mask,
+                                              takeover_climb_dims)
 
 
 def _feed(tp, steps, actor="a0"):
@@ -27,7 +28,7 @@ def test_a_failed_takeover_stays_out_and_a_successful_one_joins_whole():
              + [(True, True, True)])                                      # 12-15: lifted, ends the episode
     assert _feed(tp, steps) == [12, 13, 14, 15]
     assert tp.report() == {"mode": "successful", "grace_steps": 2, "kept": 1, "dropped": 1, "rows_kept": 4,
-                           "rows_dropped": 4, "open": 0}
+                           "rows_dropped": 4, "climbs_left_out": None, "open": 0}
 
 
 def test_the_reward_confirming_the_lift_just_after_the_hand_back_keeps_the_takeover():
@@ -132,3 +133,69 @@ def test_a_bad_mode_is_a_config_error():
     with pytest.raises(ConfigError, match="prior_takeovers"):
         config_from_dict({"env": "robolearn/ArmLift-v0", "algo": "rlpd",
                           "finetune": {"checkpoint": "x", "prior_takeovers": "failed"}})
+
+
+# (dz, gripper): +1 open, -1 closed; 0.1 is the climb threshold (2.5 mm a step)
+_CLIMB, _DOWN, _STILL, _LIFT = [0, 0, 0.6, 1], [0, 0, -0.5, 1], [0.2, 0, 0.05, 1], [0, 0, 0.8, -1]
+
+
+def _rows(actions):
+    return [(None, np.float32(a), 0.0, None, False, False) for a in actions]
+
+
+def _feed_rows(tp, rows):
+    """One takeover driving every row, lifted (and the episode ended) at the last."""
+    out = []
+    for i, row in enumerate(rows):
+        out += tp.offer("a0", row, True, i == len(rows) - 1, i == len(rows) - 1)
+    return out
+
+
+def test_a_kept_takeover_leaves_its_open_hand_climbs_out_of_the_prior():
+    # the hands climb to the hover, come down, close and lift: only the climb stays out
+    dims = climb_dims("robolearn/ArmLift-v0", 4)
+    assert dims == (2, 3)
+    np.testing.assert_array_equal(climb_mask([_CLIMB, _DOWN, _STILL, _LIFT, [0, 0, 0.11, 0.01]], dims),
+                                  [True, False, False, False, True])
+    rows = _rows([_CLIMB, _CLIMB, _STILL, _DOWN, _DOWN, _LIFT, _LIFT])
+    tp = TakeoverPrior("successful", grace_steps=2, climb=dims)
+    assert [id(r) for r in _feed_rows(tp, rows)] == [id(r) for r in rows[2:]]
+    assert tp.report()["climbs_left_out"] == 2 and tp.report()["rows_kept"] == 5
+    # a failed takeover's climbs are not counted (none of its rows joins), and "all" leaves them out too
+    tp = TakeoverPrior("all", climb=dims)
+    assert [tp.offer("a0", r, True, False, False) for r in _rows([_CLIMB, _DOWN])][0] == []
+    assert (tp.climbs_left_out, tp.rows_kept) == (1, 1)
+    # without climb dims every row joins, as before
+    tp = TakeoverPrior("successful", grace_steps=2)
+    assert len(_feed_rows(tp, rows)) == 7
+
+
+def test_the_resume_mask_leaves_the_same_climbs_out():
+    interv = [1, 1, 1, 1, 0]
+    term = [0, 0, 0, 1, 0]
+    acts = [_CLIMB, _DOWN, _STILL, _LIFT, _CLIMB]
+    np.testing.assert_array_equal(successful_takeover_mask(interv, term, [0] * 5, 2, acts, (2, 3)),
+                                  [False, True, True, True, False])
+
+
+def test_climbs_left_out_needs_an_arms_end_effector_actions():
+    from robolearn.runtime.config import config_from_dict
+
+    assert climb_dims("robolearn/CarLap-v0", 2) is None
+    assert climb_dims("robolearn/ArmLift-v0", 6) is None      # joint-delta actions: no height command
+    ft = {"checkpoint": "x", "prior_takeover_climbs": False}
+    car = config_from_dict({"env": "robolearn/CarLap-v0", "algo": "rlpd", "finetune": ft})
+
+    class Env:
+        class action_space:
+            shape = (2,)
+    with pytest.raises(ConfigError, match="prior_takeover_climbs"):
+        takeover_climb_dims(car, Env)
+    lift = config_from_dict({"env": "robolearn/ArmLift-v0", "algo": "rlpd", "finetune": ft})
+    Env.action_space.shape = (4,)
+    assert takeover_climb_dims(lift, Env) == (2, 3)
+    lift.finetune.prior_takeover_climbs = True
+    assert takeover_climb_dims(lift, Env) is None
+    with pytest.raises(ConfigError, match="prior_takeover_climbs"):
+        config_from_dict({"env": "robolearn/ArmLift-v0", "algo": "rlpd",
+                          "finetune": {"checkpoint": "x", "prior_takeover_climbs": "no"}})

@@ -162,6 +162,8 @@ class FinetuneConfig:
     prior_takeovers: str = "all"     # the operator's takeovers that join the prior (RLPD, BC-anchored) buffer:
                                      # "all" (HIL-SERL) or "successful" (those the reward called a success
                                      # in; the replay keeps every row: runtime/takeover_prior.py)
+    prior_takeover_climbs: bool = True  # false: the rows where the operator raises an open hand stay
+                                     # out of the prior (kept in the replay); arm end-effector actions only
     takeover_penalty: float | None = None  # set: the policy's last step before each takeover is stored
                                      # terminal with this taken off its reward (RLIF; unset: off;
                                      # runtime/takeover_penalty.py)
@@ -281,6 +283,8 @@ class LaunchConfig:
             if ft.prior_takeovers not in TAKEOVER_MODES:
                 raise ConfigError(f"finetune.prior_takeovers={ft.prior_takeovers!r}: choose one of "
                                   f"{', '.join(TAKEOVER_MODES)}")
+            if not isinstance(ft.prior_takeover_climbs, bool):
+                raise ConfigError(f"finetune.prior_takeover_climbs={ft.prior_takeover_climbs!r}: true or false")
             if ft.takeover_penalty is not None and (
                     isinstance(ft.takeover_penalty, bool) or not isinstance(ft.takeover_penalty, (int, float))
                     or not math.isfinite(ft.takeover_penalty) or ft.takeover_penalty < 0):

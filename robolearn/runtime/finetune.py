@@ -260,7 +260,8 @@ def prepare_learner(learner) -> dict:
         if "resumed_at_env_step" in done:  # the prior buffer is not checkpointed: the operator's
             # interventions so far are in the resumed replay, flagged; they join the prior again
             done["resumed_interventions"] = _interventions_to_prior(
-                learner.replay, learner.prior, ft.prior_takeovers, learner.takeover_prior.grace_steps)
+                learner.replay, learner.prior, ft.prior_takeovers, learner.takeover_prior.grace_steps,
+                learner.takeover_prior.climb)
         learner.learning_starts = 0
         done["prior_transitions"] = int(len(prior["action"])) + n_demos
         done["prior_data"] = ft.prior_data
@@ -285,16 +286,20 @@ def load_prior(spec: str, learner) -> dict:
     return load_demos(spec, learner.env, seed=learner.cfg.seed)
 
 
-def _interventions_to_prior(replay, prior, takeovers: str = "all", grace_steps: int = 20) -> int:
+def _interventions_to_prior(replay, prior, takeovers: str = "all", grace_steps: int = 20,
+                            climb: tuple[int, int] | None = None) -> int:
     """Copy the flagged intervention transitions of `replay` into `prior` (with `takeovers` =
-    "successful", only those of takeovers that ended in a success); returns how many."""
+    "successful", only those of takeovers that ended in a success; with `climb`, not their climbs:
+    runtime/takeover_prior.py); returns how many."""
     from robolearn.data.replay import transitions_to_buffer
-    from robolearn.runtime.takeover_prior import successful_takeover_mask
+    from robolearn.runtime.takeover_prior import climb_mask, successful_takeover_mask
 
     t = replay.transitions()
     keep = np.asarray(t["intervention"], bool)
     if takeovers == "successful":
         keep = successful_takeover_mask(keep, t["terminated"], t["truncated"], grace_steps)
+    if climb is not None:
+        keep &= ~climb_mask(t["action"], climb)
     if keep.any():
         transitions_to_buffer({k: ({o: a[keep] for o, a in v.items()} if isinstance(v, dict) else v[keep])
                                for k, v in t.items()}, prior)

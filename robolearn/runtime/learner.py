@@ -128,10 +128,11 @@ class Learner:
         self.server_labeler = self._server_labeler(cfg)
         self.rejected_missing_reward = 0  # transitions with no reward (model had no answer): dropped
         from robolearn.env import env_control_hz
-        from robolearn.runtime.takeover_prior import TakeoverPrior
+        from robolearn.runtime.takeover_prior import TakeoverPrior, takeover_climb_dims
 
         self.takeover_prior = TakeoverPrior.at_rate(
-            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env, 10.0))
+            cfg.finetune.prior_takeovers if cfg.finetune is not None else "all", env_control_hz(self.env, 10.0),
+            takeover_climb_dims(cfg, self.env))
         from robolearn.runtime.takeover_penalty import TakeoverPenalty
 
         self.takeover_penalty = TakeoverPenalty(cfg.finetune.takeover_penalty if cfg.finetune is not None else None)
