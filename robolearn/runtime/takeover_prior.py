@@ -15,7 +15,7 @@ on two steps in a row, and the gripper must be measured closed at the lift heigh
 judgement is the reward model's, never the simulator's truth, so a physical session filters
 the same way.
 
-With `climbs = False` (a lift session's `[finetune] prior_takeover_climbs = false`) the rows in
+With `climb` set (a lift session's `[finetune] prior_takeover_climbs = false`) the rows in
 which the operator raises an open hand stay out of the prior too (the replay keeps them): the
 hands climb to their 7 cm hover before coming down on the cube, and re-aim by going back up, from
 wherever the policy stalled over the cube, so the anchor cloned "go up" in the states where the
