@@ -81,6 +81,10 @@ def test_session_runs_and_reports(tmp_path, pretrained):
     # never a random action on the robot: the first episode acted with the pretrained policy
     actor = json.loads((run / "actor_robot0.json").read_text())
     assert actor["weights_received"] >= 1
+    # the UTD as trained is reported beside the configured one (issue 23: updates per control step)
+    ls = rep["learner_summary"]
+    assert ls["updates_per_env_step"] == pytest.approx(ls["updates"] / ls["env_steps"], abs=1e-3)
+    assert ls["updates_behind_max"] >= 1 and ls["updates_owed"] >= 0
 
 
 def test_learner_killed_actor_holds_and_session_resumes(tmp_path, pretrained):
@@ -358,6 +362,38 @@ def test_a_restarted_learner_keeps_the_session_step_count_and_owes_its_updates(t
         assert again.save_checkpoint().name == "step_000000310"
     finally:
         again.env.close()
+
+
+def test_pace_report_counts_the_updates_a_lagging_learner_still_owes(tmp_path, pretrained):
+    """A real-time robot sends 10 steps/s in an episode; at UTD 10 one core falls behind and makes
+    it up in the resets. The report must say how far behind it ran and what it still owed, so a
+    session's "updates per control step" is the one it trained at, not the configured one."""
+    from robolearn.runtime.config import load_launch
+    from robolearn.runtime.learner import Learner
+
+    learner = Learner(load_launch(_launch(tmp_path, pretrained, steps=2000)), run_dir=tmp_path / "s")
+    try:
+        learner.bind(0, 0)   # free ports: the slice publishes weights as it trains
+        env = learner.env
+        obs, _ = env.reset(seed=0)
+        for t in range(120):
+            nxt, r, term, trunc, _ = env.step(env.action_space.sample())
+            learner.replay.add(obs, env.action_space.sample(), float(r), nxt, bool(term), bool(trunc))
+            obs = nxt if not (term or trunc) else env.reset()[0]
+        learner.env_steps, learner.learning_starts = 120, 0
+        owed = learner.updates_due()
+        assert owed == learner.utd * (120 - learner.learning_starts + 1) > 1
+        done = learner.train_slice(owed, max_seconds=0.0)   # one update, then the slice's time is up
+        assert done == 1
+        rep = learner.pace_report()
+        assert rep["updates_behind_max"] == owed and rep["updates_owed"] == owed - 1
+        assert rep["updates_per_env_step"] == pytest.approx(1 / 120, abs=1e-3)
+        learner.train_slice(learner.updates_due(), max_seconds=60.0)
+        rep = learner.pace_report()
+        assert rep["updates_owed"] == 0 and rep["updates_behind_max"] == owed
+        assert rep["updates_per_env_step"] == pytest.approx(learner.agent.num_updates / 120, abs=1e-3)
+    finally:
+        learner.close()
 
 
 def test_pretraining_replay_gives_the_pretraining_runs_data_a_share_beside_the_rlpd_prior(tmp_path, pretrained):

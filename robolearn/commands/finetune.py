@@ -408,7 +408,8 @@ def _session(args, cfg, run_dir) -> int:
         if summary.exists():
             report_extra["learner_summary"] = {k: v for k, v in json.loads(summary.read_text()).items()
                                                if k in ("env_steps", "updates", "wall_s", "finetune",
-                                                        "exit_reason", "utd", "reward_server",
+                                                        "exit_reason", "utd", "updates_per_env_step",
+                                                        "updates_behind_max", "updates_owed", "reward_server",
                                                         "prior_takeovers", "takeover_penalty")}
         if emulator is not None and emulator.truth_url:
             report_extra["emulator_hand_moves"] = F.hand_moves(emulator.truth_url)
@@ -431,6 +432,11 @@ def _session(args, cfg, run_dir) -> int:
     summary_line.update({k: report[k] for k in ("pure_pursuit_lap_time_s", "teleports", "human_prompts")
                          if "CarLap" in cfg.env and k in report})
     print(json.dumps(summary_line), flush=True)
+    ls = report.get("learner_summary") or {}
+    if ls.get("updates_per_env_step") is not None:
+        print(f"learner: {ls['updates']} updates for {ls['env_steps']} robot steps, "
+              f"{ls['updates_per_env_step']:g} per control step (configured {ls.get('utd')}; at worst "
+              f"{ls['updates_behind_max']} behind, {ls['updates_owed']} owed when training stopped)", flush=True)
     if failed:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1

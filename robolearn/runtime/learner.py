@@ -161,6 +161,9 @@ class Learner:
         self.sockets = None
         self._metrics_f = None
         self._loss_acc: dict[str, list] = {}   # update metrics (critic_loss, q, bc_loss, ...) since the last row
+        # how far behind its UTD the learner ran: a real-time robot sends 10 steps/s in an episode,
+        # more than one core can update at a high UTD; the slack is made up in the resets
+        self.updates_behind_max = 0
         self._t_start = time.monotonic()
 
     def _server_labeler(self, cfg: LaunchConfig):
@@ -397,6 +400,7 @@ class Learner:
 
     def train_slice(self, max_updates: int, max_seconds: float = 0.02) -> int:
         t_end = time.monotonic() + max_seconds
+        self.updates_behind_max = max(self.updates_behind_max, int(max_updates))
         done = 0
         while done < max_updates:
             out = self.agent.update(self.sampler.sample(self.batch_size))
@@ -410,6 +414,14 @@ class Learner:
             if time.monotonic() > t_end:
                 break
         return done
+
+    def pace_report(self) -> dict:
+        """Updates per control step as trained, not as configured: the UTD a session reached,
+        how far behind it ran at worst, and the updates still owed when training stopped."""
+        behind = max(0, self.updates_due()) if self.lcfg.pace == "utd" else 0
+        return {"updates_per_env_step": (round(self.agent.num_updates / self.env_steps, 3)
+                                         if self.env_steps else None),
+                "updates_behind_max": int(self.updates_behind_max), "updates_owed": int(behind)}
 
     def publish(self) -> None:
         import zmq
@@ -512,6 +524,7 @@ class Learner:
         rets = [x for r in self.actors.values() for x in r.returns[-20:]]
         return {
             "env_steps": self.env_steps, "updates": int(self.agent.num_updates),
+            "updates_behind": max(0, self.updates_due()) if self.lcfg.pace == "utd" else 0,
             "wall_s": round(time.monotonic() - self._t_start, 2),
             "replay": len(self.replay), "weights_published": self.published,
             # an actor counts once it sends data: a HELLO alone (or a fake one) is not an actor
@@ -621,7 +634,7 @@ class Learner:
             "env": self.cfg.env, "algo": self.cfg.algo, "seed": self.cfg.seed,
             "mode": "async", "exit_reason": reason,
             **{k: v for k, v in self.progress().items()},
-            "utd": self.utd, "pace": self.lcfg.pace,
+            "utd": self.utd, "pace": self.lcfg.pace, **self.pace_report(),
             "eval_return": self.last_eval["return"] if self.last_eval else None,
             "eval_success_rate": self.last_eval["success_rate"] if self.last_eval else None,
             "eval_episodes": self.last_eval["episodes"] if self.last_eval else 0,
