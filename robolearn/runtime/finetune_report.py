@@ -266,8 +266,10 @@ def _plot(report: dict, path: Path) -> None:
     ax.set_xlabel("robot time (min)")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.05, 1.05)
+    upd = (report.get("learner_summary") or {}).get("updates_per_env_step")
     ax.set_title(f"fine-tuning session: {report['episodes']} episodes, "
-                 f"{report['interventions']} intervention steps, {report['resets']} resets")
+                 f"{report['interventions']} intervention steps, {report['resets']} resets"
+                 + (f"\nlearner: {upd:g} updates per control step" if upd is not None else ""), fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
