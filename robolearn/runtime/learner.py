@@ -400,7 +400,8 @@ class Learner:
 
     def train_slice(self, max_updates: int, max_seconds: float = 0.02) -> int:
         t_end = time.monotonic() + max_seconds
-        self.updates_behind_max = max(self.updates_behind_max, int(max_updates))
+        if self.lcfg.pace == "utd":   # "free" asks for all it can do: not a lag
+            self.updates_behind_max = max(self.updates_behind_max, int(max_updates))
         done = 0
         while done < max_updates:
             out = self.agent.update(self.sampler.sample(self.batch_size))
@@ -418,10 +419,13 @@ class Learner:
     def pace_report(self) -> dict:
         """Updates per control step as trained, not as configured: the UTD a session reached,
         how far behind it ran at worst, and the updates still owed when training stopped."""
-        behind = max(0, self.updates_due()) if self.lcfg.pace == "utd" else 0
         return {"updates_per_env_step": (round(self.agent.num_updates / self.env_steps, 3)
                                          if self.env_steps else None),
-                "updates_behind_max": int(self.updates_behind_max), "updates_owed": int(behind)}
+                "updates_behind_max": int(self.updates_behind_max), "updates_owed": self.updates_owed()}
+
+    def updates_owed(self) -> int:
+        """Updates the UTD pace still owes (0 when caught up, and always with pace = "free")."""
+        return max(0, self.updates_due()) if self.lcfg.pace == "utd" else 0
 
     def publish(self) -> None:
         import zmq
@@ -524,7 +528,7 @@ class Learner:
         rets = [x for r in self.actors.values() for x in r.returns[-20:]]
         return {
             "env_steps": self.env_steps, "updates": int(self.agent.num_updates),
-            "updates_behind": max(0, self.updates_due()) if self.lcfg.pace == "utd" else 0,
+            "updates_behind": self.updates_owed(),
             "wall_s": round(time.monotonic() - self._t_start, 2),
             "replay": len(self.replay), "weights_published": self.published,
             # an actor counts once it sends data: a HELLO alone (or a fake one) is not an actor
