@@ -465,6 +465,25 @@ def test_robot_evaluation_counts_missing_rewards_instead_of_returning_nan():
     res = evaluate_on_robot(Abstaining, lambda o: np.zeros(2, np.float32), episodes=3, seed=0)
     assert res["return"] == -2.0 and res["reward_missing_steps"] == 6
     assert res["true_success_rate"] == 0.0 and res["env_steps"] == 12
+    assert res["per_episode"] == [{"seed": s, "steps": 4, "success": False, "true_success": False,
+                                   "return": -2.0, "reward_missing_steps": 2} for s in (0, 1, 2)]
+
+
+def test_an_evaluation_prints_its_failed_seeds_by_the_truth(capsys):
+    """The zero-shot and final lines: the summed result without the per-episode rows, then the
+    seeds that failed by the truth (the reward's verdict only where no truth was there)."""
+    from robolearn.commands.finetune import print_evaluation
+
+    rows = [{"seed": 7000 + i, "steps": 50, "success": i != 1, "true_success": i not in (1, 2),
+             "return": 0.0, "reward_missing_steps": 0} for i in range(4)]
+    print_evaluation("final", {"episodes": 4, "true_success_rate": 0.5, "per_episode": rows})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == 'final: {"episodes": 4, "true_success_rate": 0.5}'
+    assert out[1] == "final: 2 of 4 episodes failed (true success), seeds [7001, 7002]"
+    for r in rows:
+        r["true_success"] = None
+    print_evaluation("zero-shot", {"episodes": 4, "per_episode": rows})
+    assert capsys.readouterr().out.splitlines()[1] == "zero-shot: 1 of 4 episodes failed (success), seeds [7001]"
 
 
 def test_hidden_last_seen_gives_a_hidden_frame_the_last_sightings_reward_never_a_success():

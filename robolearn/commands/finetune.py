@@ -237,7 +237,7 @@ def _session(args, cfg, run_dir) -> int:
                   flush=True)
             report_extra["zero_shot"] = F.evaluate_checkpoint(cfg, ft.checkpoint, ft.zero_shot_episodes)
             budget.timed_evaluation(report_extra["zero_shot"])
-            print(f"zero-shot: {json.dumps(report_extra['zero_shot'])}", flush=True)
+            print_evaluation("zero-shot", report_extra["zero_shot"])
         if args.zero_shot_only:
             report_extra["zero_shot_only"] = True
             if emulator is not None and emulator.truth_url:
@@ -396,7 +396,7 @@ def _session(args, cfg, run_dir) -> int:
                                   + ("" if r["actor_trained"] else " (pretrained actor)")
                                   for r in sel["candidates"]), flush=True)
             report_extra["final"] = F.evaluate_checkpoint(cfg, final_policy, ft.final_episodes)
-            print(f"final: {json.dumps(report_extra['final'])}", flush=True)
+            print_evaluation("final", report_extra["final"])
         # the robot's wall time from the first motion to here, budget or not (the report's parts
         # sum the robot-busy pieces; this one also counts the robot idle while the learner starts)
         report_extra["robot_time_session_s"] = round(budget.used_s(), 1)
@@ -441,6 +441,20 @@ def _session(args, cfg, run_dir) -> int:
         print(f"robolearn finetune: failed: {failed} (logs in {logs})", file=sys.stderr)
         return 1
     return 130 if stopping["signal"] is not None else 0
+
+
+def print_evaluation(label: str, res: dict) -> None:
+    """An evaluation's result as one JSON line (its episodes summed), then the seeds of the
+    episodes that failed by the truth (or by the reward, with no truth): the ones to trace."""
+    import json
+
+    print(f"{label}: {json.dumps({k: v for k, v in res.items() if k != 'per_episode'})}", flush=True)
+    rows = res.get("per_episode") or []
+    key = "true_success" if any(r["true_success"] is not None for r in rows) else "success"
+    failed = [r["seed"] for r in rows if not r[key]]
+    if rows:
+        print(f"{label}: {len(failed)} of {len(rows)} episodes failed ({key.replace('_', ' ')})"
+              + (f", seeds {failed}" if failed else ""), flush=True)
 
 
 def _car_before_learning(cfg, run_dir, emulator, extra: dict):

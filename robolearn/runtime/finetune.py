@@ -325,12 +325,14 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int, max_outage_s: flo
     step made the whole mean return NaN. A camera that stops giving frames (in a step or a reset)
     is what it is in training (runtime/camera_outage.py): the robot held, the episode dropped
     (`camera_dropped`), a wait of up to `max_outage_s` for the stream, and the same episode (its
-    seed) run again; lift session 37 ended in its zero-shot evaluation on one frame 1.14 s old."""
+    seed) run again; lift session 37 ended in its zero-shot evaluation on one frame 1.14 s old.
+    `per_episode` keeps each episode's seed, steps and outcomes: which of a final's episodes failed,
+    to run again with `scripts/eval_session_checkpoint.py --trace` (its seeds are these)."""
     from robolearn.reset_report import ResetStats
     from robolearn.runtime.camera_outage import CameraOutage
 
     env = make_env()
-    rets, model, truth, steps = [], [], [], []
+    rets, model, truth, steps, per_episode = [], [], [], [], []
     missing = 0           # steps whose reward source gave no verdict (NaN): left out of the return
     resets = ResetStats()
     outage = None
@@ -369,13 +371,16 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int, max_outage_s: flo
             missing += ep_missing
             if true_ok is not None:
                 truth.append(true_ok)
+            per_episode.append({"seed": seed + ep, "steps": n, "success": ok, "true_success": true_ok,
+                                "return": round(ret, 4), "reward_missing_steps": ep_missing})
     finally:
         env.close()
     out = {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
            "success_rate": float(np.mean(model)) if model else None,
            "true_success_rate": float(np.mean(truth)) if truth else None,
            "env_steps": int(sum(steps)), "reward_missing_steps": missing,
-           "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict()}
+           "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict(),
+           "per_episode": per_episode}
     if outage is not None:
         out.update(outage.summary())
     return out
