@@ -22,38 +22,7 @@ import json
 import math
 from pathlib import Path
 
-
-def chi2_sf(x: float, dof: int) -> float:
-    """P(X >= x) for a chi-square with `dof` degrees of freedom: the regularised upper incomplete
-    gamma Q(dof/2, x/2), by its series (small x) or continued fraction (large x), as in Numerical
-    Recipes; here so that the script needs nothing beyond the standard library."""
-    a, z = dof / 2.0, x / 2.0
-    if z <= 0:
-        return 1.0
-    if z < a + 1:                       # series for P, then Q = 1 - P
-        term = total = 1.0 / a
-        n = a
-        for _ in range(500):
-            n += 1
-            term *= z / n
-            total += term
-            if abs(term) < abs(total) * 1e-12:
-                break
-        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
-    b, c, d = z + 1 - a, 1e300, 1.0 / (z + 1 - a)   # Lentz's continued fraction for Q
-    h = d
-    for i in range(1, 500):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = 1e-300 if abs(d) < 1e-300 else d
-        c = b + an / c
-        c = 1e-300 if abs(c) < 1e-300 else c
-        d = 1.0 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-12:
-            break
-    return math.exp(-z + a * math.log(z) - math.lgamma(a)) * h
+from scipy.stats import chi2 as chi_square
 
 
 def trend(windows: list[tuple[int, int]]) -> dict:
@@ -69,7 +38,7 @@ def trend(windows: list[tuple[int, int]]) -> dict:
     pooled = (es + ls) / (en + ln)
     se = math.sqrt(pooled * (1 - pooled) * (1 / en + 1 / ln)) if en and ln and 0 < pooled < 1 else float("nan")
     return {"windows": len(windows), "episodes": eps, "rate": round(p, 3),
-            "chi2": round(chi2, 2), "chi2_p": round(chi2_sf(chi2, len(windows) - 1), 3),
+            "chi2": round(chi2, 2), "chi2_p": round(float(chi_square.sf(chi2, len(windows) - 1)), 3),
             "early_rate": round(es / en, 3) if en else None, "late_rate": round(ls / ln, 3),
             "late_minus_early_z": round((ls / ln - es / en) / se, 2) if en else None}
 

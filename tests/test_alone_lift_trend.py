@@ -4,7 +4,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "alone_lift_trend.py"
 
@@ -14,12 +13,6 @@ def _load():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-@pytest.mark.parametrize("x,dof,p", [(3.841, 1, 0.05), (18.307, 10, 0.05), (9.488, 4, 0.05),
-                                     (23.209, 10, 0.01), (2.558, 10, 0.99), (0.0, 5, 1.0)])
-def test_chi_square_tail_matches_the_table(x, dof, p):
-    assert _load().chi2_sf(x, dof) == pytest.approx(p, abs=5e-4)
 
 
 def test_a_flat_rate_is_noise_and_a_late_drop_is_a_turn(tmp_path, capsys):

@@ -332,14 +332,13 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int, max_outage_s: flo
     from robolearn.runtime.camera_outage import CameraOutage
 
     env = make_env()
-    rets, model, truth, steps, per_episode = [], [], [], [], []
-    missing = 0           # steps whose reward source gave no verdict (NaN): left out of the return
+    rows = []             # one per episode; the rates below are their means
     resets = ResetStats()
     outage = None
     t0 = time.monotonic()
     try:
-        while len(rets) < episodes:
-            ep, n = len(rets), None
+        while len(rows) < episodes:
+            ep, n = len(rows), None
             try:
                 obs, info = env.reset(seed=seed + ep)
                 if isinstance(info.get("reset"), dict):
@@ -365,22 +364,19 @@ def evaluate_on_robot(make_env, act, episodes: int, seed: int, max_outage_s: flo
                 while outage.poll() == "pause":
                     time.sleep(OUTAGE_POLL_S)
                 continue                              # the same episode again
-            rets.append(ret)
-            model.append(ok)
-            steps.append(n)
-            missing += ep_missing
-            if true_ok is not None:
-                truth.append(true_ok)
-            per_episode.append({"seed": seed + ep, "steps": n, "success": ok, "true_success": true_ok,
-                                "return": round(ret, 4), "reward_missing_steps": ep_missing})
+            # a step whose reward is missing (NaN) is counted, not summed into the return
+            rows.append({"seed": seed + ep, "steps": n, "success": ok, "true_success": true_ok,
+                         "return": ret, "reward_missing_steps": ep_missing})
     finally:
         env.close()
-    out = {"episodes": episodes, "return": float(np.mean(rets)) if rets else None,
-           "success_rate": float(np.mean(model)) if model else None,
+    truth = [r["true_success"] for r in rows if r["true_success"] is not None]
+    out = {"episodes": episodes, "return": float(np.mean([r["return"] for r in rows])) if rows else None,
+           "success_rate": float(np.mean([r["success"] for r in rows])) if rows else None,
            "true_success_rate": float(np.mean(truth)) if truth else None,
-           "env_steps": int(sum(steps)), "reward_missing_steps": missing,
+           "env_steps": int(sum(r["steps"] for r in rows)),
+           "reward_missing_steps": int(sum(r["reward_missing_steps"] for r in rows)),
            "wall_s": round(time.monotonic() - t0, 2), "resets": resets.as_dict(),
-           "per_episode": per_episode}
+           "per_episode": rows}
     if outage is not None:
         out.update(outage.summary())
     return out
