@@ -48,6 +48,13 @@ class AgentConfig:
     #: loaded actor beside a fresh critic: without it the new critic's early Q gradients unlearn
     #: the actor (docs/finetune.md, "Keeping the pretrained actor"). 0 = off.
     bc_weight: float = 0.0
+    #: the anchor eased off once the critic has learned: bc_weight until update
+    #: bc_decay_updates[0], then linearly to bc_weight_final at bc_decay_updates[1], held after.
+    #: None = bc_weight all run. Why: at 10 the anchor pulls the actor ~30x harder than the
+    #: critic, so a fine-tuned actor stays a clone of the operator and stops improving once it
+    #: has cloned them (lift sessions 48-55: flat after ~1000 env steps; stop 67).
+    bc_weight_final: float | None = None
+    bc_decay_updates: tuple[int, ...] = (0, 0)
     num_critics: int = 2  # ensemble size N
     num_target_min: int = 2  # REDQ's M: target = min over a random subset of M critics
     actor_q: str = "min"  # reduce the ensemble for the actor loss: "min" (SAC) or "mean" (REDQ)
@@ -122,6 +129,19 @@ class AgentConfig:
     # "onednn"). Same equations and random draws; fp32 summation order differs (docs/learners.md)
     cpu_update: str = "autograd"
 
+    def bc_weight_at(self, update: int) -> float:
+        """The anchor's weight at gradient update `update` (1-based): `bc_weight`, eased linearly
+        to `bc_weight_final` over `bc_decay_updates` when that is set."""
+        if self.bc_weight_final is None:
+            return float(self.bc_weight)
+        start, end = self.bc_decay_updates
+        if update <= start:
+            return float(self.bc_weight)
+        if update >= end:
+            return float(self.bc_weight_final)
+        frac = (update - start) / (end - start)
+        return float(self.bc_weight + frac * (self.bc_weight_final - self.bc_weight))
+
     def validate(self) -> "AgentConfig":
         def need(cond, msg):
             if not cond:
@@ -172,6 +192,16 @@ class AgentConfig:
              f"flow_bc_weight={self.flow_bc_weight} is the flow actor's behaviour-cloning term: set "
              "actor='flow', or flow_bc_weight=0 for the Gaussian actor")
         need(self.bc_weight >= 0, f"bc_weight={self.bc_weight} must be >= 0")
+        need(self.bc_weight_final is None or (isinstance(self.bc_weight_final, (int, float))
+                                              and not isinstance(self.bc_weight_final, bool)
+                                              and self.bc_weight_final >= 0),
+             f"bc_weight_final={self.bc_weight_final!r} must be a number >= 0 (or unset: bc_weight all run)")
+        need(self.bc_weight_final is None or self.bc_weight > 0,
+             f"bc_weight_final={self.bc_weight_final} eases the anchor off bc_weight, which is 0: set bc_weight")
+        decay = tuple(self.bc_decay_updates)
+        need(len(decay) == 2 and all(isinstance(u, int) and not isinstance(u, bool) for u in decay)
+             and 0 <= decay[0] <= decay[1],
+             f"bc_decay_updates={list(decay)} must be [start, end] gradient updates, 0 <= start <= end")
         need(isinstance(self.entropy_dims, int) and not isinstance(self.entropy_dims, bool)
              and self.entropy_dims >= 0, f"entropy_dims={self.entropy_dims!r} must be an integer >= 0 (0: all dims)")
         need(self.max_std is None or (isinstance(self.max_std, (int, float)) and not isinstance(self.max_std, bool)

@@ -310,10 +310,12 @@ class ManualUpdate:
                 mode = torch.tanh(saved[0])
                 err = mode - action
                 bc_loss = (err.square().sum(-1) * prior).sum() / prior.sum().clamp(min=1.0)
-                actor_loss = actor_loss + cfg.bc_weight * bc_loss
-                coef = (2.0 * cfg.bc_weight) / prior.sum().clamp(min=1.0)
+                bc_weight = float(inputs["bc_weight"])
+                actor_loss = actor_loss + bc_weight * bc_loss
+                coef = (2.0 * bc_weight) / prior.sum().clamp(min=1.0)
                 g_mean_extra = err.mul_(mode.square().neg_().add_(1.0)).mul_((prior * coef).unsqueeze(1))
                 metrics["bc_loss"] = bc_loss
+                metrics["bc_weight"] = torch.tensor(bc_weight)
             actor_grads = self._actor_grads(actor_acts, pi_action, saved, g_action, float(alpha) / batch,
                                             g_mean_extra)
             temp_loss = -(ag.log_alpha.detach() * (logp + ag.target_entropy)).mean()

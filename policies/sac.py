@@ -264,6 +264,9 @@ class Agent:
             # still); without one, the driven rows of the replay
             src = batch.intervention if batch.prior is None else batch.prior
             inputs["prior"] = torch.as_tensor(src).to(self.device).float()
+        if cfg.bc_weight:  # an input, not a constant: it may ease off (bc_weight_final) and a
+            # captured CUDA graph reads its inputs from static buffers
+            inputs["bc_weight"] = torch.tensor(cfg.bc_weight_at(n), dtype=torch.float32, device=self.device)
         do_actor = n % cfg.actor_every == 0 and n > cfg.actor_frozen_updates
         if self._manual is not None:
             keys, values = self._manual.run(inputs, do_actor)
@@ -368,8 +371,9 @@ class Agent:
             if cfg.bc_weight:
                 weight = torch.as_tensor(inputs["prior"]).to(self.device, non_blocking=True)
                 bc_loss = self.actor.bc_loss(feat_d, action, weight)
-                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                actor_loss = actor_loss + inputs["bc_weight"] * bc_loss
                 metrics["bc_loss"] = bc_loss.detach()
+                metrics["bc_weight"] = inputs["bc_weight"]
             temp_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             (actor_loss + temp_loss).backward()  # disjoint graphs: one backward pass

@@ -73,3 +73,45 @@ def test_bad_bc_weight_is_a_config_error():
         make_agent("rlpd", STATE, ACT, bc_weight=-1.0)
     with pytest.raises(ConfigError, match=r"bc_weight=1.0.*flow_bc_weight"):
         make_agent("rlpd", STATE, ACT, actor="flow", bc_weight=1.0, **TINY)
+
+
+def test_bc_weight_eases_off_over_its_decay_updates_on_every_update_path():
+    """`bc_weight_final`: the anchor's weight is bc_weight until the decay's start, linear to the
+    final weight at its end, held after; the weight the update used is the one reported, on the
+    hand-written CPU update and the autograd one alike."""
+    online, prior = _buffers()
+    sampler = MixedSampler(online, prior, prior_fraction=0.5)
+    for manual in (True, False):
+        agent = make_agent("rlpd", STATE, ACT, seed=0, bc_weight=10.0, bc_weight_final=2.0,
+                           bc_decay_updates=[2, 6], utd=1, cpu_update="manual" if manual else "autograd", **TINY)
+        assert (agent._manual is not None) == manual
+        seen = [round(float(agent.update(sampler.sample(8))["bc_weight"]), 4) for _ in range(8)]
+        assert seen == [10.0, 10.0, 8.0, 6.0, 4.0, 2.0, 2.0, 2.0], (manual, seen)
+    constant = make_agent("rlpd", STATE, ACT, seed=0, bc_weight=3.0, utd=1, **TINY)
+    assert {float(constant.update(sampler.sample(8))["bc_weight"]) for _ in range(3)} == {3.0}
+    assert constant.config.bc_weight_at(10**9) == 3.0
+
+
+def test_an_eased_anchor_weights_the_actor_loss_by_the_eased_weight():
+    """The same agent twice, one with the anchor eased to 0 by update 1: its actor loss lacks the
+    bc term the constant one carries (the loss differs by exactly bc_weight x bc_loss)."""
+    online, prior = _buffers()
+    b = MixedSampler(online, prior, prior_fraction=0.5).sample(16)
+    held = make_agent("rlpd", STATE, ACT, seed=0, bc_weight=10.0, utd=1, **TINY).update(b)
+    eased = make_agent("rlpd", STATE, ACT, seed=0, bc_weight=10.0, bc_weight_final=0.0,
+                       bc_decay_updates=[0, 0], utd=1, **TINY).update(b)
+    assert float(eased["bc_weight"]) == 0.0 and float(held["bc_loss"]) > 0
+    assert math.isclose(float(held["actor_loss"]) - float(eased["actor_loss"]),
+                        10.0 * float(held["bc_loss"]), rel_tol=1e-4, abs_tol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"bc_weight": 10.0, "bc_weight_final": -1.0}, r"bc_weight_final=-1.0 must be"),
+    ({"bc_weight": 10.0, "bc_weight_final": "low"}, r"bc_weight_final='low' must be"),
+    ({"bc_weight": 0.0, "bc_weight_final": 1.0}, r"eases the anchor off bc_weight, which is 0"),
+    ({"bc_weight": 10.0, "bc_weight_final": 1.0, "bc_decay_updates": [5, 2]}, r"bc_decay_updates=\[5, 2\]"),
+    ({"bc_weight": 10.0, "bc_weight_final": 1.0, "bc_decay_updates": [5]}, r"bc_decay_updates=\[5\]"),
+])
+def test_bad_bc_decay_is_a_config_error(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        make_agent("rlpd", STATE, ACT, **kwargs)
