@@ -68,11 +68,11 @@ def main() -> int:
     act_space = gym.spaces.Box(-1, 1, online["action"].shape[1:], np.float32)
     agent = make_agent(state["train"]["algo"], obs_space, act_space, seed=0, **over)
     agent.load_state_dict(load_state(ckpt / "agent.safetensors"))
-    bc_weight = float(over.get("bc_weight", 0.0))
+    bc_weight = agent.config.bc_weight_at(agent.num_updates)  # eased (bc_weight_final) by this update
     kinds = {"operator's steps (prior)": {k: v[online["intervention"]] for k, v in online.items()},
              "robot demos (prior)": demos,
              "policy's own steps (online)": {k: v[~online["intervention"]] for k, v in online.items()}}
-    print(f"{a.checkpoint}: bc_weight {bc_weight:g}")
+    print(f"{a.checkpoint}: bc_weight {bc_weight:g} at update {agent.num_updates}")
     for name, rows in kinds.items():
         if len(rows["obs"]):
             r = pulls(agent, rows, bc_weight)
